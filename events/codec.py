@@ -1,0 +1,99 @@
+"""The one codec: events to orjson bytes and back, with schema upcasting on the way in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import orjson
+from pydantic import Field, TypeAdapter, ValidationError
+
+from events.dead_letters import InputDeadLettered
+from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.snapshots import SnapshotPromoted
+from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
+
+AnyEvent = Annotated[
+    TurnRecorded
+    | SessionFlushRequested
+    | SessionIdled
+    | SnapshotPromoted
+    | MemoryAdded
+    | MemoryUpdated
+    | MemoryReinforced
+    | InputDeadLettered,
+    Field(discriminator="event_type"),
+]
+EVENT_TYPES: tuple[type[Any], ...] = (
+    TurnRecorded,
+    SessionFlushRequested,
+    SessionIdled,
+    SnapshotPromoted,
+    MemoryAdded,
+    MemoryUpdated,
+    MemoryReinforced,
+    InputDeadLettered,
+)
+_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+"""`(event_type, from_version) -> function` returning the payload at `from_version + 1`.
+
+Register one here whenever an event's `schema_version` is bumped; stored events are upcast on read.
+"""
+
+MAX_EVENT_BYTES = 1_000_000
+
+
+class EventDecodeError(ValueError):
+    """A record is not a valid memstream event; the message says why."""
+
+
+def encode(event: AnyEvent) -> bytes:
+    """Serialise an event to compact JSON bytes."""
+    return orjson.dumps(event.model_dump(mode="json"))
+
+
+def decode(data: bytes | str) -> AnyEvent:
+    """Parse and validate JSON bytes into the event they describe, upcasting old versions."""
+    if len(data) > MAX_EVENT_BYTES:
+        raise EventDecodeError(f"event is {len(data)} bytes, more than {MAX_EVENT_BYTES}")
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise EventDecodeError(f"not JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise EventDecodeError(f"an event is a JSON object, got {type(payload).__name__}")
+    return decode_payload(payload)
+
+
+def decode_payload(payload: dict[str, Any]) -> AnyEvent:
+    """Validate an already-parsed JSON object as an event."""
+    try:
+        return _ADAPTER.validate_python(upcast(payload))
+    except ValidationError as exc:
+        raise EventDecodeError(_describe(exc)) from exc
+
+
+def upcast(payload: dict[str, Any]) -> dict[str, Any]:
+    """Apply registered upcasters until the payload reaches its type's current version."""
+    while True:
+        key = (str(payload.get("event_type")), _as_int(payload.get("schema_version")))
+        step = UPCASTERS.get(key)
+        if step is None:
+            return payload
+        payload = step(payload)
+
+
+def _as_int(value: object) -> int:
+    return value if isinstance(value, int) else -1
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = [
+        f"{'.'.join(str(part) for part in error['loc']) or '<event>'}: {error['msg']}"
+        for error in exc.errors()[:5]
+    ]
+    more = exc.error_count() - len(problems)
+    return "invalid event: " + "; ".join(problems) + (f" (+{more} more)" if more > 0 else "")

@@ -1,0 +1,102 @@
+"""Long-term memory events: ADD, UPDATE and REINFORCE decisions of reconciliation.
+
+All memory events of one user travel keyed by `user_id`, so a user's memory history is ordered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from events.base import Event, Identifier, UtcDatetime
+
+MemoryType = Literal["semantic", "episodic", "procedural", "taxonomic"]
+MEMORY_TYPES: tuple[MemoryType, ...] = ("semantic", "episodic", "procedural", "taxonomic")
+Owner = Literal["user", "agent"]
+MemorySource = Literal["extraction", "sdk"]
+
+_MEMORY_NAMESPACE = uuid.UUID("0b6f0c1e-8c55-4c8e-b7f0-5d3f7a2e4c91")
+
+
+def derived_id(*parts: str | int) -> str:
+    """A deterministic id from its parts, so replays of the same decision get the same ids."""
+    return str(uuid.uuid5(_MEMORY_NAMESPACE, "|".join(str(part) for part in parts)))
+
+
+class MemoryContent(BaseModel):
+    """What a memory says and whose it is.
+
+    `subject` is who the memory is about ("the user", "John", "assistant"); `owner` is `user` for
+    facts about people (the current user or another named human) and `agent` for what the AI
+    assistant provided. `attributes` holds the type's own fields (episode title, procedure steps,
+    taxonomy parent …).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subject: str = Field(min_length=1, max_length=200)
+    owner: Owner
+    text: str = Field(min_length=1, max_length=4_000)
+    category: str | None = Field(default=None, max_length=100)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class Evidence(BaseModel):
+    """Where a memory (or a reinforcement of it) was learned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: MemorySource
+    snapshot_id: str | None = None
+    session_id: str | None = None
+    observed_at: UtcDatetime
+
+
+class _MemoryEvent(Event):
+    memory_id: str = Field(min_length=1, max_length=200)
+    memory_type: MemoryType
+    user_id: Identifier
+    agent_id: Identifier | None = None
+
+    @property
+    def key(self) -> str:
+        return self.user_id
+
+
+class MemoryAdded(_MemoryEvent):
+    """A new memory, version 1."""
+
+    event_type: Literal["MemoryAdded"] = "MemoryAdded"
+    schema_version: Literal[1] = 1
+
+    version: Literal[1] = 1
+    content: MemoryContent
+    embedding: tuple[float, ...] = ()
+    evidence: Evidence
+
+
+class MemoryUpdated(_MemoryEvent):
+    """A new version of a memory superseded `supersedes_version` (which is kept)."""
+
+    event_type: Literal["MemoryUpdated"] = "MemoryUpdated"
+    schema_version: Literal[1] = 1
+
+    version: int = Field(ge=2)
+    supersedes_version: int = Field(ge=1)
+    content: MemoryContent
+    embedding: tuple[float, ...] = ()
+    evidence: Evidence
+    reason: str | None = Field(default=None, max_length=1_000)
+
+
+class MemoryReinforced(_MemoryEvent):
+    """New evidence restated an existing memory version: no copy, the count goes up."""
+
+    event_type: Literal["MemoryReinforced"] = "MemoryReinforced"
+    schema_version: Literal[1] = 1
+
+    version: int = Field(ge=1)
+    evidence: Evidence
+    merged_attributes: dict[str, Any] = Field(default_factory=dict)

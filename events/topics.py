@@ -1,0 +1,35 @@
+"""Topic names in one place, and which events each topic carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The pipeline's topics; `prefix` lets tests and tenants run side by side on one cluster."""
+
+    prefix: str = "memstream."
+
+    @property
+    def turns(self) -> str:
+        """TurnRecorded, SessionFlushRequested, SessionIdled — keyed `user_id|session_id`."""
+        return f"{self.prefix}turns"
+
+    @property
+    def snapshots(self) -> str:
+        """SnapshotPromoted — keyed by `user_id`."""
+        return f"{self.prefix}snapshots"
+
+    @property
+    def memories(self) -> str:
+        """MemoryAdded, MemoryUpdated, MemoryReinforced — keyed by `user_id`."""
+        return f"{self.prefix}memories"
+
+    @property
+    def dead_letters(self) -> str:
+        """InputDeadLettered — keyed by the original record's key."""
+        return f"{self.prefix}dead-letters"
+
+    def all(self) -> tuple[str, ...]:
+        return (self.turns, self.snapshots, self.memories, self.dead_letters)

@@ -1,0 +1,81 @@
+"""Who a fact is about, enforced after extraction (SPEC §3, §6).
+
+The extraction prompt asks the LLM for these rules; this module makes them hold whatever the LLM
+wrote in a fact's ``subject``:
+
+* the current user → subject ``the user``, owner ``user`` (accepts ``user``, ``User``, ``用户``,
+  ``我``, ``I`` ... and the user's own name when the user is named);
+* another named human (a ``[John]`` speaker or any other name) → that name, owner ``user`` —
+  never ``agent``, even though such a human speaks with ``role=assistant``;
+* the AI assistant (``assistant``, ``AI``, ``助手`` ...) → subject ``assistant``, owner ``agent``.
+
+Only the current user's facts may feed the L0 profile. The caller decides who the current user
+is: the user's name wins over a speaker of the same name, and nothing is guessed from names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Owner = Literal["user", "agent"]
+SubjectKind = Literal["current_user", "third_party", "assistant"]
+USER_SUBJECT = "the user"
+ASSISTANT_SUBJECT = "assistant"
+USER_ALIASES = frozenset(
+    {"user", "the user", "current user", "the current user", "i", "me", "myself"}
+    | {"用户", "该用户", "当前用户", "我"}
+)
+ASSISTANT_ALIASES = frozenset(
+    {"assistant", "the assistant", "ai", "the ai", "ai assistant", "the ai assistant"}
+    | {"agent", "the agent", "助手", "ai助手", "ai 助手", "智能助手", "人工智能"}
+)
+_SURROUNDING = " \t\r\n.,;!?\"'`()\u3002\uff0c\uff1b\uff01\uff1f\u201c\u201d\u2018\u2019"
+"""Whitespace and punctuation an LLM may leave around a subject (ASCII and full-width)."""
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The canonical subject of a fact, whose memory it is (``owner``) and what kind it is."""
+
+    subject: str
+    owner: Owner
+    kind: SubjectKind
+
+
+CURRENT_USER = Attribution(subject=USER_SUBJECT, owner="user", kind="current_user")
+ASSISTANT = Attribution(subject=ASSISTANT_SUBJECT, owner="agent", kind="assistant")
+
+
+def canonical_subject(
+    raw_subject: str, *, user_name: str | None, speaker_names: Iterable[str]
+) -> Attribution:
+    """Canonical subject and owner of a fact whose extracted subject is ``raw_subject``.
+
+    Checked in order: the current user (aliases or ``user_name``), a named speaker (returned in
+    the speaker's own spelling), the AI assistant, otherwise a third party named as written.
+    Matching ignores case and surrounding whitespace/punctuation. Raises ``ValueError`` on an
+    empty subject (invalid LLM output, to be retried or dead-lettered).
+    """
+    cleaned = raw_subject.strip(_SURROUNDING)
+    key = _key(cleaned)
+    if not key:
+        raise ValueError(f"empty fact subject: {raw_subject!r}")
+    if key in USER_ALIASES or (user_name is not None and key == _key(user_name)):
+        return CURRENT_USER
+    speaker = next((name for name in speaker_names if _key(name) == key), None)
+    if speaker is not None:
+        return Attribution(subject=speaker.strip(), owner="user", kind="third_party")
+    if key in ASSISTANT_ALIASES:
+        return ASSISTANT
+    return Attribution(subject=cleaned, owner="user", kind="third_party")
+
+
+def is_profile_eligible(attribution: Attribution) -> bool:
+    """Only facts about the current user may feed the L0 profile — never another person's."""
+    return attribution.kind == "current_user"
+
+
+def _key(subject: str) -> str:
+    return " ".join(subject.strip(_SURROUNDING).casefold().split())

@@ -1,0 +1,1 @@
+"""Extraction: one extractor per memory type, each prompting the LLM for its own knowledge."""

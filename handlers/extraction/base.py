@@ -1,0 +1,72 @@
+"""Running one extractor over a snapshot: prompt, validate, retry, or give up with the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from events.memories import MemoryContent, MemoryType
+from events.snapshots import SnapshotPromoted
+from handlers.ports import ChatModel
+
+
+class InvalidExtraction(ValueError):
+    """The LLM's answer is not what the extractor's schema allows; the message says why."""
+
+
+class Extractor(Protocol):
+    """Finds one kind of knowledge in a whole snapshot."""
+
+    memory_type: MemoryType
+
+    def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
+        """The chat messages that ask the LLM for this extractor's kind of knowledge."""
+        ...
+
+    def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
+        """Validate the LLM's answer into memories; raise `InvalidExtraction` if unusable."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExtractionOutcome:
+    """The memories found, or (when `failure` is set) why the snapshot must be dead-lettered."""
+
+    memories: tuple[MemoryContent, ...]
+    attempts: int
+    failure: str | None = None
+    last_answer: str = ""
+
+
+async def extract(
+    extractor: Extractor, snapshot: SnapshotPromoted, llm: ChatModel, *, attempts: int = 3
+) -> ExtractionOutcome:
+    """Ask the LLM up to `attempts` times; each retry is told what was wrong with the last answer.
+
+    Transport errors (LLM unreachable) propagate: the caller retries those without consuming the
+    snapshot, so an outage never turns into dead letters.
+    """
+    messages = extractor.prompt(snapshot)
+    reason = ""
+    answer = ""
+    for attempt in range(1, attempts + 1):
+        answer = await llm.complete_json(messages)
+        try:
+            return ExtractionOutcome(tuple(extractor.parse(answer, snapshot)), attempt)
+        except InvalidExtraction as exc:
+            reason = str(exc)
+            messages = [*extractor.prompt(snapshot), *_correction(answer, reason)]
+    return ExtractionOutcome(
+        (), attempts, failure=f"invalid LLM output: {reason}", last_answer=answer
+    )
+
+
+def _correction(answer: str, reason: str) -> Sequence[dict[str, str]]:
+    return (
+        {"role": "assistant", "content": answer[:2_000]},
+        {
+            "role": "user",
+            "content": f"That answer was invalid: {reason}. Answer again with only the JSON.",
+        },
+    )

@@ -1,0 +1,127 @@
+"""Semantic extraction: facts about the people in a conversation (and what the AI provided).
+
+The prompt speaks of "the user" (named few-shot examples leak their names into small models'
+output), shows an explicit empty result, and asks for one JSON object. What comes back is
+validated, filtered and re-attributed by `handlers.attribution`, never trusted as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from events.memories import MemoryContent, MemoryType
+from events.snapshots import SnapshotPromoted
+from handlers.attribution import canonical_subject
+from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.json_answer import items_under
+from handlers.extraction.transcript import Transcript, transcript_of
+
+ProfileField = Literal["name", "age", "gender", "location", "occupation", "employer", "language"]
+PROFILE_FIELDS: tuple[str, ...] = get_args(ProfileField)
+CATEGORIES = ("basic_info", "preference", "relationship", "work", "health", "plan", "other")
+
+SYSTEM_PROMPT = """\
+You extract facts for a long-term memory from a conversation.
+
+Speakers: [user] is the current user. [assistant] is the AI assistant. Any other label, such as \
+[Name], is another real person taking part in the conversation.
+
+Return one JSON object: {"facts": [ ... ]}. Each fact is an object with:
+- "subject": who the fact is about: "the user" for the current user; the person's name for \
+another named person; "assistant" for something the AI assistant provided or produced.
+- "statement": one short sentence that starts with the subject, e.g. "The user works at a bank." \
+or "<Name> lives in Paris." When the conversation is in Chinese, write it in Chinese and start \
+with 用户 for the current user.
+- "owner": "agent" only when the subject is the assistant, otherwise "user".
+- "category": one of basic_info, preference, relationship, work, health, plan, other.
+- "profile_field": only for the current user's basic information, one of name, age, gender, \
+location, occupation, employer, language; otherwise null.
+
+Rules:
+- Only facts stated in the conversation that are worth remembering later. No greetings, no small \
+talk, no guesses, no questions.
+- Never give the current user a fact that another person said about themselves.
+- If there is nothing worth remembering, return {"facts": []}.
+
+Example conversation:
+[user]: I moved to Lisbon last year and I teach maths.
+[assistant]: That sounds lovely!
+Example answer:
+{"facts": [{"subject": "the user", "statement": "The user lives in Lisbon.", "owner": "user", \
+"category": "basic_info", "profile_field": "location"}, {"subject": "the user", "statement": \
+"The user is a maths teacher.", "owner": "user", "category": "basic_info", "profile_field": \
+"occupation"}]}
+
+Example conversation:
+[user]: hi, how are you?
+[assistant]: Fine, thanks! How can I help?
+Example answer:
+{"facts": []}
+"""
+
+
+class FactDraft(BaseModel):
+    """One fact as the LLM wrote it (before attribution is enforced)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    subject: str = Field(default="", max_length=200)
+    statement: str = Field(min_length=1, max_length=1_000)
+    owner: str | None = None
+    category: str | None = None
+    profile_field: str | None = None
+
+
+class SemanticExtractor:
+    """Extracts semantic facts (subject, statement, owner, category) from a snapshot."""
+
+    memory_type: MemoryType = "semantic"
+
+    def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
+        conversation = transcript_of(snapshot).text
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Conversation:\n{conversation}\n\nAnswer with the JSON."},
+        ]
+
+    def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
+        transcript = transcript_of(snapshot)
+        memories: dict[tuple[str, str], MemoryContent] = {}
+        for index, item in enumerate(items_under(answer, "facts")):
+            draft = _draft(item, index)
+            memory = _memory_from(draft, transcript)
+            if memory is not None:
+                memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
+        return list(memories.values())
+
+
+def _draft(item: dict[str, Any], index: int) -> FactDraft:
+    try:
+        return FactDraft.model_validate(item)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InvalidExtraction(f'"facts"[{index}].{where}: {first["msg"]}') from exc
+
+
+def _memory_from(draft: FactDraft, transcript: Transcript) -> MemoryContent | None:
+    statement = " ".join(draft.statement.split())
+    if not statement:
+        return None
+    attribution = canonical_subject(
+        draft.subject or statement,
+        user_name=transcript.user_name,
+        speaker_names=transcript.speaker_names,
+    )
+    category = draft.category if draft.category in CATEGORIES else "other"
+    profile_field = draft.profile_field if attribution.subject == "the user" else None
+    attributes = {"profile_field": profile_field} if profile_field in PROFILE_FIELDS else {}
+    return MemoryContent(
+        subject=attribution.subject,
+        owner=attribution.owner,
+        text=statement,
+        category=category,
+        attributes=attributes,
+    )

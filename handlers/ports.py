@@ -1,0 +1,24 @@
+"""The outside services handlers depend on, as protocols; implementations are passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class ChatModel(Protocol):
+    """An LLM that answers a chat conversation with a JSON object (as text)."""
+
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str: ...
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised vectors of `dimension` floats."""
+
+    dimension: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class LLMUnavailable(RuntimeError):
+    """The LLM could not be reached or answered with a server error; worth retrying later."""

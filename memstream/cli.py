@@ -1,0 +1,175 @@
+"""The `memstream` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+
+from memstream.config import ConfigError, Settings, load_settings
+
+log = logging.getLogger("memstream")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        code: int = args.run(args)
+        return code
+    except ConfigError as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memstream", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    commands = parser.add_subparsers(required=True, metavar="command")
+
+    up = commands.add_parser("up", help="run the whole pipeline until Ctrl-C")
+    up.set_defaults(run=_up)
+
+    demo = commands.add_parser("demo", help="feed a sample conversation and print its memories")
+    demo.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for memories")
+    demo.set_defaults(run=_demo)
+
+    worker = commands.add_parser("worker", help="run one pipeline stage (used by `up`)")
+    worker.add_argument("--stage", required=True, help="window, projector or extract:<type>")
+    worker.add_argument("--loglevel", default="info")
+    worker.set_defaults(run=_worker)
+
+    schema = commands.add_parser("schema", help="event JSON Schemas")
+    schema_commands = schema.add_subparsers(required=True, metavar="action")
+    export = schema_commands.add_parser("export", help="write one JSON Schema file per event")
+    export.add_argument("directory", type=Path)
+    export.set_defaults(run=_schema_export)
+
+    config = commands.add_parser("config", help="configuration")
+    config_commands = config.add_subparsers(required=True, metavar="action")
+    validate = config_commands.add_parser("validate", help="check the configuration")
+    validate.set_defaults(run=_config_validate)
+    return parser
+
+
+def _settings() -> Settings:
+    return load_settings()
+
+
+def _refuse_if_unready(settings: Settings) -> int | None:
+    from memstream.preflight import problems
+
+    found = problems(settings)
+    if found:
+        print("memstream cannot start:\n" + "\n".join(f"  - {p}" for p in found), file=sys.stderr)
+        return 2
+    return None
+
+
+def _up(args: argparse.Namespace) -> int:
+    from memstream.runtime import (
+        Pipeline,
+        configured,
+        infrastructure,
+        pipeline_stages,
+        prepare_topics,
+    )
+
+    settings = _settings()
+    if (refused := _refuse_if_unready(settings)) is not None:
+        return refused
+    with infrastructure(settings) as infra:
+        settings = configured(settings, infra.environment)
+        prepare_topics(settings)
+        stages = pipeline_stages(settings)
+        print(f"starting {', '.join(stages)} …", file=sys.stderr)
+        with Pipeline(stages, infra.environment, settings.data_dir / "logs"):
+            print("memstream is running. Point the SDK at it with:")
+            print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
+            print(f"  export MONGODB_URI={infra.mongodb_uri}")
+            print("Press Ctrl-C to stop.", flush=True)
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                print("\nstopping …", file=sys.stderr)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from memstream.demo import format_memories, record_demo_conversation, wait_for_memories
+    from memstream.runtime import (
+        Pipeline,
+        configured,
+        infrastructure,
+        pipeline_stages,
+        prepare_topics,
+    )
+
+    settings = _settings()
+    if (refused := _refuse_if_unready(settings)) is not None:
+        return refused
+    started = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="memstream-demo-") as scratch,
+        infrastructure(settings, mongo_path=Path(scratch) / "mongo") as infra,
+    ):
+        settings = configured(settings, infra.environment)
+        prepare_topics(settings)
+        stages = pipeline_stages(settings)
+        print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
+        with Pipeline(stages, infra.environment, Path(scratch) / "logs"):
+            print(
+                f"pipeline ready after {time.monotonic() - started:.1f}s; recording the demo "
+                "conversation",
+                file=sys.stderr,
+                flush=True,
+            )
+            asyncio.run(record_demo_conversation(settings))
+            memories = wait_for_memories(settings, args.timeout)
+            print(format_memories(memories))
+    print(f"demo finished in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from memstream.worker import run_stage
+
+    settings = _settings()
+    if args.stage.startswith("extract:") and (refused := _refuse_if_unready(settings)) is not None:
+        return refused
+    run_stage(settings, args.stage, args.loglevel)
+    return 0
+
+
+def _schema_export(args: argparse.Namespace) -> int:
+    from events.schema import export_schemas
+
+    for path in export_schemas(args.directory):
+        print(path)
+    return 0
+
+
+def _config_validate(args: argparse.Namespace) -> int:
+    from memstream.preflight import problems
+
+    settings = _settings()
+    shown = settings.model_dump(mode="json")
+    if shown["llm"].get("api_key"):
+        shown["llm"]["api_key"] = "***"
+    import yaml
+
+    print(yaml.safe_dump(shown, sort_keys=False).rstrip())
+    found = problems(settings)
+    for problem in found:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if found else 0

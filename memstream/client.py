@@ -1,0 +1,213 @@
+"""The Python SDK: record turns (a fast append to Kafka) and read memories back from MongoDB.
+
+    async with MemoryClient(load_settings()) as memory:
+        await memory.record("tim", "s1", [{"role": "user", "content": "I work at Stripe."}])
+        await memory.flush("tim", "s1")
+        memory.memories("tim")
+
+No extraction runs on the write path; knowledge appears once the session's snapshot is extracted.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from pymongo import ASCENDING, DESCENDING, MongoClient
+
+from events.codec import encode
+from events.memories import MemoryType
+from events.turns import Principal, SessionFlushRequested, TurnRecorded
+from handlers.identity import resolve_scope
+from handlers.messages import ChatMessage, normalize_messages
+from memstream.config import Settings
+from projections.store import MEMORIES, PROFILES, SNAPSHOTS, TURNS
+from streams.settings import Clock, utc_now
+
+log = logging.getLogger(__name__)
+Document = dict[str, Any]
+
+
+class MemoryClient:
+    """Records conversations and reads memories for explicit `user_id`/`session_id` pairs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        principal: Principal | None = None,
+        deployed_agent: bool = False,
+        clock: Clock = utc_now,
+        new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        if not settings.kafka.bootstrap_servers:
+            raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
+        self.settings = settings
+        self.principal = principal
+        self.deployed_agent = deployed_agent
+        self.ignored_user_ids = 0
+        self._clock = clock
+        self._new_id = new_id
+        self._topics = settings.kafka.topics
+        self._producer: AIOKafkaProducer | None = None
+        self._mongo: MongoClient[Document] | None = None
+
+    async def __aenter__(self) -> MemoryClient:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Connect the producer (reads need no start: they connect to MongoDB on first use)."""
+        if self._producer is None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.settings.kafka.bootstrap_servers, acks="all", linger_ms=5
+            )
+            await producer.start()
+            self._producer = producer
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        if self._mongo is not None:
+            self._mongo.close()
+            self._mongo = None
+
+    @property
+    def _started_producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("call `await client.start()` (or use `async with`) before writing")
+        return self._producer
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def record(
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        occurred_at: datetime | None = None,
+    ) -> list[TurnRecorded]:
+        """Append OpenAI- or Anthropic-style messages as turns, in order.
+
+        Every message is validated first; a bad one raises `InvalidMessageError` (naming its index)
+        before anything is sent.
+        """
+        normalized = normalize_messages(messages)
+        user_id = self._memory_user(user_id)
+        now = self._clock()
+        turns = [
+            self._turn(user_id, session_id, agent_id, message, occurred_at or now, now)
+            for message in normalized
+        ]
+        futures = [
+            await self._started_producer.send(
+                self._topics.turns, encode(turn), key=turn.key.encode()
+            )
+            for turn in turns
+        ]
+        for future in futures:
+            await future
+        return turns
+
+    async def flush(self, user_id: str, session_id: str) -> None:
+        """End a session: promote its pending turns now (snapshot reason `flush`)."""
+        user_id = self._memory_user(user_id)
+        command = SessionFlushRequested(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=user_id,
+            session_id=session_id,
+        )
+        await self._started_producer.send_and_wait(
+            self._topics.turns, encode(command), key=command.key.encode()
+        )
+
+    def _memory_user(self, user_id: str) -> str:
+        scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
+        if scope.ignored_user_id is not None:
+            self.ignored_user_ids += 1
+            log.warning(
+                "service-account call: ignored end-user user_id %r, using %r",
+                scope.ignored_user_id,
+                scope.user_id,
+            )
+        return scope.user_id
+
+    def _turn(
+        self,
+        user_id: str,
+        session_id: str,
+        agent_id: str | None,
+        message: ChatMessage,
+        occurred_at: datetime,
+        now: datetime,
+    ) -> TurnRecorded:
+        return TurnRecorded(
+            event_id=self._new_id(),
+            occurred_at=occurred_at,
+            recorded_at=now,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            role=message.role,
+            name=message.name,
+            tool_name=message.tool_name,
+            content=message.content,
+            principal=self.principal,
+        )
+
+    # -- reading (projections) -----------------------------------------------------------------
+
+    @property
+    def _db(self) -> Any:
+        if self._mongo is None:
+            if not self.settings.mongodb.uri:
+                raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
+            self._mongo = MongoClient(self.settings.mongodb.uri, tz_aware=True)
+        return self._mongo[self.settings.mongodb.database]
+
+    def memories(
+        self, user_id: str, *, memory_type: MemoryType | None = None, history: bool = False
+    ) -> list[Document]:
+        """The user's current memories (every version with `history=True`), newest first."""
+        query: Document = {"user_id": self._memory_user(user_id)}
+        if memory_type:
+            query["memory_type"] = memory_type
+        if not history:
+            query["status"] = "current"
+        cursor = self._db[MEMORIES].find(query, {"embedding": 0})
+        return list(cursor.sort([("created_at", DESCENDING), ("_id", ASCENDING)]))
+
+    def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Document]:
+        """Short-term memory: the session's latest turns, oldest first."""
+        query = {"user_id": self._memory_user(user_id), "session_id": session_id}
+        cursor = self._db[TURNS].find(query).sort("occurred_at", DESCENDING).limit(limit)
+        return list(reversed(list(cursor)))
+
+    def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
+        """Promotion audit: the user's snapshots (with their rendered raw history)."""
+        query: Document = {"user_id": self._memory_user(user_id)}
+        if session_id:
+            query["session_id"] = session_id
+        return list(self._db[SNAPSHOTS].find(query).sort([("session_id", 1), ("seq", 1)]))
+
+    def profile(self, user_id: str) -> Document | None:
+        """The L0 basic profile of the user (never other people's facts)."""
+        result: Document | None = self._db[PROFILES].find_one({"_id": self._memory_user(user_id)})
+        return result

@@ -1,0 +1,206 @@
+"""Configuration: `project-config.yaml`, then environment variables, validated up front.
+
+Every setting has a default that runs the embedded pipeline; `MEMSTREAM_CONFIG` names another file.
+Environment variables (they win over the file):
+
+| variable | setting |
+| --- | --- |
+| KAFKA_BOOTSTRAP_SERVERS | kafka.bootstrap_servers (unset: embedded broker) |
+| MONGODB_URI, MONGODB_DATABASE | mongodb.uri (unset: embedded server), mongodb.database |
+| OPENAI_BASE_URL, OPENAI_API_KEY, MEMSTREAM_LLM_MODEL | llm.base_url, llm.api_key, llm.model |
+| MEMSTREAM_EMBEDDING_PROVIDER, MEMSTREAM_EMBEDDING_MODEL | embedding.provider, embedding.model |
+| MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
+| MEMSTREAM_MAX_MESSAGES | window.max_messages |
+| MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
+| MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
+| MEMSTREAM_TOPIC_PREFIX, MEMSTREAM_PARTITIONS | kafka.topic_prefix, kafka.partitions |
+| MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
+| MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
+| MEMSTREAM_DATA_DIR | data_dir |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from events.memories import MemoryType
+from events.topics import Topics
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message lists every problem and where it came from."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str | None = None
+    topic_prefix: str = Field(default="memstream.", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
+    partitions: int = Field(default=4, ge=1, le=1024)
+    replication_factor: int = Field(default=1, ge=1, le=10)
+    group_prefix: str = Field(default="memstream-", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
+    session_timeout_seconds: float = Field(default=6.0, gt=0)
+    heartbeat_interval_seconds: float = Field(default=1.0, gt=0)
+    producer_max_batch_size: int | None = Field(default=None, ge=1)
+    """Set to 1 on Tansu (its end offsets are wrong after multi-record batches)."""
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.topic_prefix)
+
+
+class MongoSettings(_Section):
+    uri: str | None = None
+    database: str = Field(default="memstream", pattern=r"^[A-Za-z0-9_-]{1,60}$")
+
+
+class LLMSettings(_Section):
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1, le=10)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url or self.api_key)
+
+    def missing(self) -> list[str]:
+        """What must still be set before a remote LLM can be used (empty when ready)."""
+        if not self.configured:
+            return ["OPENAI_BASE_URL (or OPENAI_API_KEY for api.openai.com)"]
+        return [] if self.model else ["MEMSTREAM_LLM_MODEL (the chat model's name)"]
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["local", "openai"] = "local"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+class WindowSettings(_Section):
+    max_messages: int = Field(default=20, ge=1, le=1_000)
+    idle_timeout_seconds: float = Field(default=300.0, gt=0)
+    idle_check_interval_seconds: float = Field(default=5.0, gt=0)
+
+
+class ExtractionSettings(_Section):
+    enabled: tuple[MemoryType, ...] = ("semantic",)
+    """Types extracted automatically. Only `semantic` has an extractor in this version."""
+
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("enabled")
+    @classmethod
+    def _unique(cls, value: tuple[MemoryType, ...]) -> tuple[MemoryType, ...]:
+        return tuple(dict.fromkeys(value))
+
+
+class MemorySettings(_Section):
+    extraction: ExtractionSettings = ExtractionSettings()
+
+
+class Settings(_Section):
+    """All of memstream's settings."""
+
+    kafka: KafkaSettings = KafkaSettings()
+    mongodb: MongoSettings = MongoSettings()
+    llm: LLMSettings = LLMSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    window: WindowSettings = WindowSettings()
+    memory: MemorySettings = MemorySettings()
+    data_dir: Path = Path(".memstream")
+
+
+_ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    "KAFKA_BOOTSTRAP_SERVERS": ("kafka", "bootstrap_servers"),
+    "MEMSTREAM_TOPIC_PREFIX": ("kafka", "topic_prefix"),
+    "MEMSTREAM_PARTITIONS": ("kafka", "partitions"),
+    "MEMSTREAM_GROUP_PREFIX": ("kafka", "group_prefix"),
+    "MEMSTREAM_SESSION_TIMEOUT": ("kafka", "session_timeout_seconds"),
+    "MEMSTREAM_HEARTBEAT_INTERVAL": ("kafka", "heartbeat_interval_seconds"),
+    "MEMSTREAM_PRODUCER_MAX_BATCH_SIZE": ("kafka", "producer_max_batch_size"),
+    "MONGODB_URI": ("mongodb", "uri"),
+    "MONGODB_DATABASE": ("mongodb", "database"),
+    "OPENAI_BASE_URL": ("llm", "base_url"),
+    "OPENAI_API_KEY": ("llm", "api_key"),
+    "MEMSTREAM_LLM_MODEL": ("llm", "model"),
+    "MEMSTREAM_EMBEDDING_PROVIDER": ("embedding", "provider"),
+    "MEMSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
+    "MEMSTREAM_EMBEDDING_BASE_URL": ("embedding", "base_url"),
+    "MEMSTREAM_MAX_MESSAGES": ("window", "max_messages"),
+    "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
+    "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
+    "MONGOMEM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
+    "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
+    "MEMSTREAM_DATA_DIR": ("data_dir",),
+}
+"""Environment variable -> setting path. Later entries win (MEMSTREAM_ over the MONGOMEM_ alias)."""
+
+DEFAULT_CONFIG_FILE = "project-config.yaml"
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the config file (if it exists), apply the environment, validate everything."""
+    environ = os.environ if environ is None else environ
+    path = path or Path(environ.get("MEMSTREAM_CONFIG", DEFAULT_CONFIG_FILE))
+    raw = _read_yaml(path)
+    for variable, setting in _ENVIRONMENT.items():
+        value = environ.get(variable)
+        if value not in (None, ""):
+            _assign(raw, setting, value)
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from exc
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def _assign(raw: dict[str, Any], setting: tuple[str, ...], value: str) -> None:
+    node = raw
+    for part in setting[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[setting[-1]] = value
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    variables = {setting: name for name, setting in _ENVIRONMENT.items()}
+    lines = [f"invalid configuration ({path} and environment):"]
+    for error in exc.errors():
+        location = tuple(str(part) for part in error["loc"])
+        where = ".".join(location)
+        variable = variables.get(location[:3]) or variables.get(location[:2])
+        hint = f" (environment variable {variable} if set)" if variable else ""
+        lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r}){hint}")
+    return "\n".join(lines)

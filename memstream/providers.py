@@ -1,0 +1,89 @@
+"""Clients for the LLM and the embedder, built from settings and passed into the stream apps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import openai
+
+from handlers.ports import ChatModel, Embedder, LLMUnavailable
+from memstream.config import EmbeddingSettings, LLMSettings
+
+
+class MissingProvider(RuntimeError):
+    """A required provider is not configured; the message says exactly what to set."""
+
+
+class OpenAIChatModel:
+    """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server …)."""
+
+    def __init__(
+        self, *, base_url: str | None, api_key: str | None, model: str, timeout: float = 120.0
+    ) -> None:
+        self.model = model
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2
+        )
+
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
+        try:
+            response = await self._client.chat.completions.create(
+                model=self.model,
+                messages=cast(Any, list(messages)),
+                response_format={"type": "json_object"},
+                temperature=0,
+            )
+        except (
+            openai.APIConnectionError,
+            openai.APITimeoutError,
+            openai.RateLimitError,
+            openai.InternalServerError,
+        ) as exc:
+            raise LLMUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        return response.choices[0].message.content or ""
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible embeddings endpoint."""
+
+    def __init__(
+        self, *, base_url: str | None, api_key: str | None, model: str, dimension: int | None = None
+    ) -> None:
+        self.model = model
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed")
+        self.dimension = dimension or len(self.embed(["dimension probe"])[0])
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        response = self._client.embeddings.create(model=self.model, input=list(texts))
+        return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+
+
+def chat_model(settings: LLMSettings) -> ChatModel:
+    """The configured remote LLM, or `MissingProvider` naming what to set."""
+    missing = settings.missing()
+    if missing or settings.model is None:
+        raise MissingProvider("no LLM provider configured: set " + " and ".join(missing))
+    return OpenAIChatModel(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        model=settings.model,
+        timeout=settings.timeout_seconds,
+    )
+
+
+def embedder(settings: EmbeddingSettings, llm: LLMSettings) -> Embedder:
+    """The configured embedder: the local model by default, or an OpenAI-compatible endpoint."""
+    if settings.provider == "openai":
+        if not settings.model:
+            raise MissingProvider("embedding.provider is openai: set MEMSTREAM_EMBEDDING_MODEL")
+        return OpenAIEmbedder(
+            base_url=settings.base_url or llm.base_url,
+            api_key=settings.api_key or llm.api_key,
+            model=settings.model,
+        )
+    from memstream.local.embedder import load_local_embedder
+
+    return load_local_embedder()

@@ -1,0 +1,88 @@
+"""Running one stage of the pipeline as a Faust worker in this process."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import timedelta
+from typing import Any
+
+import faust
+
+from events.memories import MEMORY_TYPES
+from handlers.extraction.registry import extractor_for
+from handlers.window import WindowPolicy
+from memstream.config import Settings
+from memstream.providers import chat_model, embedder
+from streams.extraction import create_extraction_app
+from streams.projector import create_projector_app
+from streams.settings import StreamSettings
+from streams.window import create_window_app
+
+READY_MARKER = "memstream-stage-ready"
+STAGES = ("window", "projector", *(f"extract:{kind}" for kind in MEMORY_TYPES))
+
+
+def stream_settings(settings: Settings) -> StreamSettings:
+    """The stream apps' view of the configuration (the broker must be known by now)."""
+    kafka = settings.kafka
+    if not kafka.bootstrap_servers:
+        raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (memstream up sets it for workers)")
+    return StreamSettings(
+        bootstrap_servers=kafka.bootstrap_servers,
+        topics=kafka.topics,
+        partitions=kafka.partitions,
+        replication_factor=kafka.replication_factor,
+        group_prefix=kafka.group_prefix,
+        window=WindowPolicy(
+            max_messages=settings.window.max_messages,
+            idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
+        ),
+        idle_check_interval=timedelta(seconds=settings.window.idle_check_interval_seconds),
+        session_timeout_seconds=kafka.session_timeout_seconds,
+        heartbeat_interval_seconds=kafka.heartbeat_interval_seconds,
+        producer_max_batch_size=kafka.producer_max_batch_size,
+        llm_attempts=settings.llm.max_attempts,
+    )
+
+
+def build_stage(settings: Settings, stage: str) -> faust.App:
+    """The Faust app of one stage: `window`, `projector` or `extract:<memory type>`."""
+    streams = stream_settings(settings)
+    if stage == "window":
+        return create_window_app(streams)
+    if stage == "projector":
+        from pymongo import MongoClient
+
+        if not settings.mongodb.uri:
+            raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
+        client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+        return create_projector_app(streams, client[settings.mongodb.database])
+    kind, _, memory_type = stage.partition(":")
+    if kind == "extract" and memory_type in MEMORY_TYPES:
+        return create_extraction_app(
+            streams,
+            extractor_for(memory_type),
+            chat_model(settings.llm),
+            embedder(settings.embedding, settings.llm),
+        )
+    raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+
+
+def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
+    """Run one stage until SIGTERM/SIGINT; prints a ready marker once partitions are assigned."""
+    app = build_stage(settings, stage)
+    announced = False
+
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
+    async def announce_ready(sender: faust.App, **_: Any) -> None:
+        nonlocal announced
+        if not announced:
+            announced = True
+            print(f"{READY_MARKER} {stage}", file=sys.stderr, flush=True)
+
+    logging.basicConfig(
+        level=loglevel.upper(), format=f"%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
+    )
+    worker = faust.Worker(app, loglevel=loglevel, override_logging=False, quiet=True)
+    worker.execute_from_commandline()

@@ -1,0 +1,31 @@
+"""MongoDB read models, projected idempotently from the event log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo.database import Database
+
+from events.codec import AnyEvent
+from events.dead_letters import InputDeadLettered
+from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.snapshots import SnapshotPromoted
+from events.turns import TurnRecorded
+from projections.memories import project_memory_event
+from projections.short_term import project_dead_letter, project_snapshot, project_turn
+from projections.store import ensure_indexes
+
+
+def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
+    """Apply any event to the read model; events without a view (commands) are skipped."""
+    if isinstance(event, TurnRecorded):
+        project_turn(db, event)
+    elif isinstance(event, SnapshotPromoted):
+        project_snapshot(db, event)
+    elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
+        project_memory_event(db, event)
+    elif isinstance(event, InputDeadLettered):
+        project_dead_letter(db, event)
+
+
+__all__ = ["ensure_indexes", "project"]

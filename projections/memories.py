@@ -1,0 +1,121 @@
+"""Projecting memory events: every version of every memory, and the append-only event log.
+
+Idempotent: each view update is guarded so that re-delivering an event changes nothing, and the
+event log has the event id as its `_id`. The view is written before the log entry, so a crash in
+between is repaired by the redelivery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from projections.profiles import apply_profile_fact
+from projections.store import MEMORIES, MEMORY_EVENTS
+
+MemoryEvent = MemoryAdded | MemoryUpdated | MemoryReinforced
+Db = Database[dict[str, Any]]
+
+
+def version_id(memory_id: str, version: int) -> str:
+    """The `_id` of one version of a memory in the `memories` collection."""
+    return f"{memory_id}:v{version}"
+
+
+def project_memory_event(db: Db, event: MemoryEvent) -> None:
+    """Apply one memory event to `memories` and `profiles`, then append it to `memory_events`."""
+    if isinstance(event, MemoryAdded | MemoryUpdated):
+        _insert_version(db, event)
+        apply_profile_fact(db, event)
+    if isinstance(event, MemoryUpdated):
+        _supersede(db, event)
+    if isinstance(event, MemoryReinforced):
+        _reinforce(db, event)
+    _append_to_log(db, event)
+
+
+def _evidence(event: MemoryEvent) -> dict[str, Any]:
+    return {"event_id": event.event_id, **event.evidence.model_dump()}
+
+
+def _insert_version(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
+    content = event.content
+    document = {
+        "memory_id": event.memory_id,
+        "version": event.version,
+        "memory_type": event.memory_type,
+        "user_id": event.user_id,
+        "agent_id": event.agent_id,
+        "subject": content.subject,
+        "owner": content.owner,
+        "text": content.text,
+        "category": content.category,
+        "attributes": content.attributes,
+        "embedding": list(event.embedding),
+        "status": "current",
+        "superseded_by": None,
+        "reinforcement_count": 0,
+        "evidence": [_evidence(event)],
+        "created_by_event": event.event_id,
+        "created_at": event.occurred_at,
+        "updated_at": event.occurred_at,
+    }
+    db[MEMORIES].update_one(
+        {"_id": version_id(event.memory_id, event.version)},
+        {"$setOnInsert": document},
+        upsert=True,
+    )
+
+
+def _supersede(db: Db, event: MemoryUpdated) -> None:
+    db[MEMORIES].update_one(
+        {"_id": version_id(event.memory_id, event.supersedes_version), "status": "current"},
+        {
+            "$set": {
+                "status": "superseded",
+                "superseded_by": {
+                    "version": event.version,
+                    "event_id": event.event_id,
+                    "text": event.content.text,
+                    "reason": event.reason,
+                    "at": event.occurred_at,
+                },
+                "updated_at": event.occurred_at,
+            }
+        },
+    )
+
+
+def _reinforce(db: Db, event: MemoryReinforced) -> None:
+    update: dict[str, Any] = {
+        "$inc": {"reinforcement_count": 1},
+        "$push": {"evidence": _evidence(event)},
+        "$set": {"updated_at": event.occurred_at},
+    }
+    for name, value in event.merged_attributes.items():
+        update["$set"][f"attributes.{name}"] = value
+    db[MEMORIES].update_one(
+        {
+            "_id": version_id(event.memory_id, event.version),
+            "evidence.event_id": {"$ne": event.event_id},
+        },
+        update,
+    )
+
+
+def _append_to_log(db: Db, event: MemoryEvent) -> None:
+    entry = {
+        "_id": event.event_id,
+        "event_type": event.event_type,
+        "memory_id": event.memory_id,
+        "memory_type": event.memory_type,
+        "user_id": event.user_id,
+        "occurred_at": event.occurred_at,
+        "event": event.model_dump(mode="json"),
+    }
+    with contextlib.suppress(DuplicateKeyError):
+        db[MEMORY_EVENTS].insert_one(entry)

@@ -1,0 +1,41 @@
+"""Setting bad records aside on the dead-letter topic, with the reason."""
+
+from __future__ import annotations
+
+import logging
+
+import faust
+from faust.types import EventT
+
+from events.codec import encode
+from events.dead_letters import InputDeadLettered
+from events.memories import derived_id
+from streams.settings import Clock
+
+log = logging.getLogger(__name__)
+
+
+async def dead_letter(
+    topic: faust.TopicT, event: EventT[bytes], *, stage: str, reason: str, clock: Clock
+) -> None:
+    """Publish an `InputDeadLettered` for the record behind `event` and wait for the ack."""
+    message = event.message
+    raw = event.value if isinstance(event.value, bytes) else repr(event.value).encode()
+    key = message.key.decode(errors="replace") if isinstance(message.key, bytes) else None
+    now = clock()
+    record = InputDeadLettered(
+        event_id=derived_id("dead-letter", stage, message.topic, message.partition, message.offset),
+        occurred_at=now,
+        stage=stage,
+        reason=reason[:4_000],
+        source_topic=message.topic,
+        source_partition=message.partition,
+        source_offset=message.offset,
+        record_key=key,
+        payload=raw.decode(errors="replace")[:64_000],
+        dead_lettered_at=now,
+    )
+    log.warning(
+        "dead-lettered %s[%s]@%s: %s", message.topic, message.partition, message.offset, reason
+    )
+    await (await topic.send(key=message.key, value=encode(record), force=True))

@@ -1,0 +1,39 @@
+"""What the stream apps need to know, independent of how memstream reads its configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from events.topics import Topics
+from handlers.window import WindowPolicy
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The wall clock, the default `Clock`."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """Broker, topics and window settings shared by the stream apps."""
+
+    bootstrap_servers: str
+    topics: Topics
+    partitions: int
+    replication_factor: int
+    group_prefix: str
+    window: WindowPolicy
+    idle_check_interval: timedelta
+    session_timeout_seconds: float = 6.0
+    heartbeat_interval_seconds: float = 1.0
+    producer_max_batch_size: int | None = None
+    """1 on Tansu, whose end offsets are wrong after multi-record batches (table recovery)."""
+    llm_attempts: int = 3
+
+    def group(self, stage: str) -> str:
+        """The consumer group (and Faust app id) of one stage."""
+        return f"{self.group_prefix}{stage}"

@@ -1,0 +1,97 @@
+"""The window stage: turns in, snapshots out (SPEC §2).
+
+The agent only wires: decode the record, `handlers.window.decide`, send the snapshot (waiting for
+the broker's ack), then store the window. A crash between the two re-promotes the same seq, which
+has the same snapshot id, so downstream recognises the duplicate. The idle timer runs on every
+worker over the windows of its own partitions and routes its decision through the turns topic.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import faust
+
+from events.codec import EventDecodeError, decode, encode
+from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
+from handlers.window import SessionWindow, decide, idle_command, is_idle
+from streams.app import faust_app, raw_topic
+from streams.dead_letters import dead_letter
+from streams.settings import Clock, StreamSettings, utc_now
+
+log = logging.getLogger(__name__)
+STAGE = "window"
+
+
+def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust.App:
+    app = faust_app(STAGE, settings)
+    turns = raw_topic(app, settings.topics.turns, settings)
+    snapshots = raw_topic(app, settings.topics.snapshots, settings)
+    dead_letters = raw_topic(app, settings.topics.dead_letters, settings)
+    windows = app.Table(
+        "session-windows",
+        default=None,
+        partitions=settings.partitions,
+        key_type=bytes,
+        value_type=bytes,
+    )
+    idle_requested: dict[bytes, tuple[int, float]] = {}
+
+    @app.agent(turns, concurrency=1)
+    async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            try:
+                command = decode(event.value)
+                if not isinstance(command, TurnRecorded | SessionFlushRequested | SessionIdled):
+                    raise EventDecodeError(
+                        f"{command.event_type} does not belong on the turns topic"
+                    )
+                if event.key != command.key.encode():
+                    raise EventDecodeError(f"record key {event.key!r} is not {command.key!r}")
+            except EventDecodeError as exc:
+                await dead_letter(dead_letters, event, stage=STAGE, reason=str(exc), clock=clock)
+                continue
+            stored = windows.get(event.key)
+            window = SessionWindow.model_validate_json(stored) if stored else None
+            decision = decide(
+                window, command, offset=event.message.offset, now=clock(), policy=settings.window
+            )
+            if decision.ignored:
+                log.debug(
+                    "ignored %s for %s: %s", command.event_type, command.key, decision.ignored
+                )
+                continue
+            if decision.snapshot is not None:
+                snapshot = decision.snapshot
+                sent = await snapshots.send(
+                    key=snapshot.key.encode(), value=encode(snapshot), force=True
+                )
+                await sent
+                log.info(
+                    "promoted snapshot %s seq=%s (%s, %d turns)",
+                    snapshot.event_id,
+                    snapshot.seq,
+                    snapshot.reason,
+                    len(snapshot.turns),
+                )
+            windows[event.key] = decision.window.model_dump_json().encode()
+
+    @app.timer(settings.idle_check_interval.total_seconds())  # type: ignore[untyped-decorator]
+    async def request_idle_promotions() -> None:
+        if app.rebalancing or app.tables.recovery.in_recovery:  # type: ignore[attr-defined]
+            return
+        now = clock()
+        for key, stored in list(windows.items()):
+            if not stored:
+                continue
+            window = SessionWindow.model_validate_json(stored)
+            if not is_idle(window, now, settings.window):
+                continue
+            last = idle_requested.get(key)
+            if last and last[0] == window.seq and time.monotonic() - last[1] < 30:
+                continue
+            idle_requested[key] = (window.seq, time.monotonic())
+            await turns.send(key=key, value=encode(idle_command(window, now)), force=True)
+
+    return app

@@ -1,0 +1,108 @@
+"""Attribution of extracted facts to the current user, other humans and the AI (SPEC §6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers.attribution import (
+    ASSISTANT,
+    CURRENT_USER,
+    Attribution,
+    canonical_subject,
+    is_profile_eligible,
+)
+from handlers.messages import ChatMessage
+from handlers.rendering import current_user_name, named_speakers
+
+SPEAKERS = ["John", "约翰"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "the user",
+        "The user",
+        "user",
+        "User",
+        "USER",
+        " the  user. ",
+        "I",
+        "me",
+        "用户",
+        "我",
+        "当前用户",
+        "Tim",
+        "tim",
+    ],
+)
+def test_the_current_users_facts_are_about_the_user(raw: str) -> None:
+    attribution = canonical_subject(raw, user_name="Tim", speaker_names=SPEAKERS)
+    assert attribution == CURRENT_USER
+    assert attribution.subject == "the user"
+    assert attribution.owner == "user"
+    assert is_profile_eligible(attribution)
+
+
+def test_the_users_name_is_only_the_user_when_the_user_is_named() -> None:
+    attribution = canonical_subject("Tim", user_name=None, speaker_names=SPEAKERS)
+    assert attribution == Attribution(subject="Tim", owner="user", kind="third_party")
+
+
+@pytest.mark.parametrize(
+    ("raw", "subject"), [("John", "John"), ("john", "John"), ("约翰", "约翰"), ("“John”", "John")]
+)
+def test_named_speakers_own_facts_are_theirs_and_owned_by_the_user(raw: str, subject: str) -> None:
+    attribution = canonical_subject(raw, user_name="Tim", speaker_names=SPEAKERS)
+    assert attribution == Attribution(subject=subject, owner="user", kind="third_party")
+    assert attribution.owner != "agent"
+    assert not is_profile_eligible(attribution)
+
+
+@pytest.mark.parametrize("raw", ["Maria", "the user's sister", "Stripe"])
+def test_other_names_stay_as_written_and_are_never_agent_or_profile(raw: str) -> None:
+    attribution = canonical_subject(raw, user_name="Tim", speaker_names=SPEAKERS)
+    assert attribution == Attribution(subject=raw, owner="user", kind="third_party")
+    assert not is_profile_eligible(attribution)
+
+
+@pytest.mark.parametrize(
+    "raw", ["assistant", "the assistant", "Assistant", "AI", "the AI", "助手", "AI助手"]
+)
+def test_the_ai_assistants_facts_are_owned_by_the_agent(raw: str) -> None:
+    attribution = canonical_subject(raw, user_name="Tim", speaker_names=SPEAKERS)
+    assert attribution == ASSISTANT
+    assert (attribution.subject, attribution.owner) == ("assistant", "agent")
+    assert not is_profile_eligible(attribution)
+
+
+def test_the_current_user_wins_over_a_speaker_with_the_same_name() -> None:
+    assert canonical_subject("Tim", user_name="Tim", speaker_names=["Tim"]) == CURRENT_USER
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "。", '""'])
+def test_an_empty_subject_is_invalid_llm_output(raw: str) -> None:
+    with pytest.raises(ValueError, match="empty fact subject"):
+        canonical_subject(raw, user_name="Tim", speaker_names=SPEAKERS)
+
+
+def test_attribution_from_a_rendered_conversation() -> None:
+    messages = [
+        ChatMessage(role="user", name="Tim", content="我在 Stripe 工作。"),
+        ChatMessage(role="assistant", name="John", content="我是住在柏林的护士。"),
+        ChatMessage(role="assistant", content="好的,记住了。"),
+    ]
+    user_name, speakers = current_user_name(messages), named_speakers(messages)
+    facts = {
+        "用户": "用户在 Stripe 工作。",
+        "John": "John is a nurse in Berlin.",
+        "助手": "助手记下了。",
+    }
+    attributions = {
+        raw: canonical_subject(raw, user_name=user_name, speaker_names=speakers) for raw in facts
+    }
+    assert attributions == {
+        "用户": CURRENT_USER,
+        "John": Attribution(subject="John", owner="user", kind="third_party"),
+        "助手": ASSISTANT,
+    }
+    assert [raw for raw, a in attributions.items() if is_profile_eligible(a)] == ["用户"]
