@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up a virtualenv and run every check and test: lint, types, unit tests, and the integration
+# suite on both Kafka-protocol brokers (Tansu and Apache Kafka) with SecantusDB.
+# Extra arguments go to pytest (e.g. `scripts/test.sh -k window`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[embedded,local,dev]'
+bash tools/kafka/fetch.sh
+
+.venv/bin/ruff check .
+.venv/bin/ruff format --check events handlers streams projections memstream
+.venv/bin/mypy
+exec .venv/bin/python -m pytest --brokers tansu,apache "$@"

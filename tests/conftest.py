@@ -1,0 +1,94 @@
+"""Shared fixtures: real brokers (Tansu and Apache Kafka), SecantusDB, the scripted LLM, pipelines.
+
+`--brokers tansu,apache` picks the Kafka-protocol brokers the integration suite runs on (each
+integration test runs once per broker); `MEMSTREAM_TEST_BROKERS` is the same as an environment
+variable. Every pipeline gets fresh topics, consumer groups and a fresh database.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.pipeline import PipelineHarness
+from tests.support.scripted_llm import ScriptedLLM
+
+BROKERS = ("tansu", "apache")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--brokers",
+        default=os.environ.get("MEMSTREAM_TEST_BROKERS", "tansu"),
+        help="comma list of Kafka-protocol brokers for integration tests: tansu, apache",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "broker" in metafunc.fixturenames:
+        chosen = [name.strip() for name in metafunc.config.getoption("--brokers").split(",")]
+        unknown = set(chosen) - set(BROKERS)
+        if unknown:
+            raise pytest.UsageError(f"unknown brokers {sorted(unknown)}; known: {BROKERS}")
+        metafunc.parametrize("broker", chosen, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A running Kafka-protocol broker of the requested flavour (one per session and flavour)."""
+    from memstream.servers import ApacheKafkaBroker, TansuBroker
+
+    workdir = tmp_path_factory.mktemp(f"broker-{request.param}")
+    server: Any
+    if request.param == "tansu":
+        server = TansuBroker(workdir)
+    else:
+        server = ApacheKafkaBroker(workdir)
+    server.flavour = request.param
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mongo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SecantusDB server for the session; each test uses its own database."""
+    from memstream.servers import SecantusServer
+
+    with SecantusServer(tmp_path_factory.mktemp("secantus") / "data") as server:
+        yield server
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as llm:
+        yield llm
+
+
+@pytest.fixture
+def pipeline_factory(
+    broker: Any, mongo: Any, scripted_llm: ScriptedLLM, tmp_path: Path
+) -> Iterator[Callable[..., PipelineHarness]]:
+    """Start the whole pipeline (one process per stage) on fresh topics, groups and database."""
+    started: list[PipelineHarness] = []
+
+    def start(**environment: str) -> PipelineHarness:
+        run = uuid.uuid4().hex[:10]
+        harness = PipelineHarness(
+            broker=broker,
+            mongo_uri=mongo.uri,
+            llm=scripted_llm,
+            run_id=run,
+            log_dir=tmp_path / f"logs-{run}",
+            environment=environment,
+        )
+        started.append(harness)
+        return harness.start()
+
+    yield start
+    for harness in started:
+        harness.stop()
