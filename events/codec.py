@@ -57,8 +57,9 @@ def encode(event: AnyEvent) -> bytes:
 
 def decode(data: bytes | str) -> AnyEvent:
     """Parse and validate JSON bytes into the event they describe, upcasting old versions."""
-    if len(data) > MAX_EVENT_BYTES:
-        raise EventDecodeError(f"event is {len(data)} bytes, more than {MAX_EVENT_BYTES}")
+    size = len(data) if isinstance(data, bytes) else len(data.encode())
+    if size > MAX_EVENT_BYTES:
+        raise EventDecodeError(f"event is {size} bytes, more than {MAX_EVENT_BYTES}")
     try:
         payload = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -79,3 +79,44 @@ def is_profile_eligible(attribution: Attribution) -> bool:
 
 def _key(subject: str) -> str:
     return " ".join(subject.strip(_SURROUNDING).casefold().split())
+
+
+_STATEMENT_USER_OPENINGS = ("the user", "user", "用户", "該用户", "该用户")
+_STATEMENT_ASSISTANT_OPENINGS = ("the assistant", "the ai assistant", "assistant", "助手", "ai助手")
+
+
+def subject_in_statement(
+    statement: str, *, user_name: str | None, speaker_names: Iterable[str]
+) -> str | None:
+    """The participant a statement opens with ("The user …", "John …", "用户…"), if any.
+
+    The statement is what is stored and read back, so when it plainly opens with a participant
+    that participant is the fact's subject, whatever the LLM put in its `subject` field. Names
+    must end at a word boundary ("Johnny" is not "John"); Chinese openings need none.
+    """
+    text = statement.strip().casefold()
+    names = [*speaker_names, *([user_name] if user_name else [])]
+    for candidate in sorted(names, key=len, reverse=True):
+        if _opens_with(text, candidate.casefold()):
+            return candidate
+    if any(_opens_with(text, opening) for opening in _STATEMENT_USER_OPENINGS):
+        return USER_SUBJECT
+    if any(_opens_with(text, opening) for opening in _STATEMENT_ASSISTANT_OPENINGS):
+        return ASSISTANT_SUBJECT
+    return None
+
+
+def _opens_with(text: str, opening: str) -> bool:
+    if not text.startswith(opening):
+        return False
+    rest = text[len(opening) :]
+    continues_word = rest[:1].isascii() and (rest[:1].isalnum() or rest[:1] == "_")
+    return not opening.isascii() or not continues_word
+
+
+def with_user_as_subject(statement: str, user_name: str | None) -> str:
+    """Write a current-user fact with "The user"/"用户" as subject instead of the user's name."""
+    if not user_name or not _opens_with(statement.casefold(), user_name.casefold()):
+        return statement
+    rest = statement[len(user_name) :]
+    return ("The user" if rest.startswith((" ", "'")) else "用户") + rest

@@ -157,7 +157,10 @@ DEFAULT_CONFIG_FILE = "project-config.yaml"
 def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (if it exists), apply the environment, validate everything."""
     environ = os.environ if environ is None else environ
-    path = path or Path(environ.get("MEMSTREAM_CONFIG", DEFAULT_CONFIG_FILE))
+    explicit = path is not None or bool(environ.get("MEMSTREAM_CONFIG"))
+    path = path or Path(environ.get("MEMSTREAM_CONFIG") or DEFAULT_CONFIG_FILE)
+    if explicit and not path.exists():
+        raise ConfigError(f"configuration file {path} does not exist (MEMSTREAM_CONFIG)")
     raw = _read_yaml(path)
     for variable, setting in _ENVIRONMENT.items():
         value = environ.get(variable)
@@ -166,7 +169,7 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from exc
+        raise ConfigError(_describe(exc, path, environ)) from exc
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -194,8 +197,9 @@ def _assign(raw: dict[str, Any], setting: tuple[str, ...], value: str) -> None:
     node[setting[-1]] = value
 
 
-def _describe(exc: ValidationError, path: Path) -> str:
+def _describe(exc: ValidationError, path: Path, environ: Mapping[str, str]) -> str:
     variables = {setting: name for name, setting in _ENVIRONMENT.items()}
+    variables.update({setting: name for name, setting in _ENVIRONMENT.items() if environ.get(name)})
     lines = [f"invalid configuration ({path} and environment):"]
     for error in exc.errors():
         location = tuple(str(part) for part in error["loc"])

@@ -39,16 +39,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """A running Kafka-protocol broker of the requested flavour (one per session and flavour)."""
     from memstream.servers import ApacheKafkaBroker, TansuBroker
 
     workdir = tmp_path_factory.mktemp(f"broker-{request.param}")
-    server: Any
-    if request.param == "tansu":
-        server = TansuBroker(workdir)
-    else:
-        server = ApacheKafkaBroker(workdir)
+    flavours: dict[str, Any] = {"tansu": TansuBroker, "apache": ApacheKafkaBroker}
+    server = flavours[request.param](workdir)
     server.flavour = request.param
     with server:
         yield server

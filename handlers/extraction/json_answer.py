@@ -13,7 +13,8 @@ def load_object(answer: str) -> dict[str, Any]:
     """Parse the answer as one JSON object (a ```json fence around it is tolerated)."""
     text = answer.strip()
     if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
+        text = text.strip("`")
+        text = text[4:].strip() if text[:4].casefold() == "json" else text.strip()
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:

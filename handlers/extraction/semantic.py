@@ -13,7 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
-from handlers.attribution import canonical_subject
+from handlers.attribution import (
+    Attribution,
+    canonical_subject,
+    subject_in_statement,
+    with_user_as_subject,
+)
 from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.json_answer import items_under
 from handlers.extraction.transcript import Transcript, transcript_of
@@ -91,7 +96,7 @@ class SemanticExtractor:
         memories: dict[tuple[str, str], MemoryContent] = {}
         for index, item in enumerate(items_under(answer, "facts")):
             draft = _draft(item, index)
-            memory = _memory_from(draft, transcript)
+            memory = _memory_from(draft, transcript, index)
             if memory is not None:
                 memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
         return list(memories.values())
@@ -106,15 +111,13 @@ def _draft(item: dict[str, Any], index: int) -> FactDraft:
         raise InvalidExtraction(f'"facts"[{index}].{where}: {first["msg"]}') from exc
 
 
-def _memory_from(draft: FactDraft, transcript: Transcript) -> MemoryContent | None:
+def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> MemoryContent | None:
     statement = " ".join(draft.statement.split())
     if not statement:
         return None
-    attribution = canonical_subject(
-        draft.subject or statement,
-        user_name=transcript.user_name,
-        speaker_names=transcript.speaker_names,
-    )
+    attribution = _attribution(draft.subject, statement, transcript, index)
+    if attribution.kind == "current_user":
+        statement = with_user_as_subject(statement, transcript.user_name)
     category = draft.category if draft.category in CATEGORIES else "other"
     profile_field = draft.profile_field if attribution.subject == "the user" else None
     attributes = {"profile_field": profile_field} if profile_field in PROFILE_FIELDS else {}
@@ -125,3 +128,13 @@ def _memory_from(draft: FactDraft, transcript: Transcript) -> MemoryContent | No
         category=category,
         attributes=attributes,
     )
+
+
+def _attribution(subject: str, statement: str, transcript: Transcript, index: int) -> Attribution:
+    """Whose fact this is: the participant the statement opens with wins over the LLM's field."""
+    participants = {"user_name": transcript.user_name, "speaker_names": transcript.speaker_names}
+    raw = subject_in_statement(statement, **participants) or subject
+    try:
+        return canonical_subject(raw, **participants)
+    except ValueError as exc:
+        raise InvalidExtraction(f'"facts"[{index}].subject: {exc}') from exc

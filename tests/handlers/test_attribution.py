@@ -106,3 +106,41 @@ def test_attribution_from_a_rendered_conversation() -> None:
         "助手": ASSISTANT,
     }
     assert [raw for raw, a in attributions.items() if is_profile_eligible(a)] == ["用户"]
+
+
+# --- the subject a statement opens with ------------------------------------------------------
+
+from handlers.attribution import subject_in_statement, with_user_as_subject  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("The user works at Stripe.", "the user"),
+        ("User likes tea.", "the user"),
+        ("用户在 Stripe 工作。", "the user"),
+        ("John is a nurse in Berlin.", "John"),
+        ("Johnny is a nurse.", None),  # a longer name is not John
+        ("Tim lives in Lisbon.", "Tim"),
+        ("The assistant recommended a café.", "assistant"),
+        ("助手推荐了一家咖啡馆。", "assistant"),
+        ("Lisbon is sunny.", None),
+        ("Users often forget passwords.", None),
+    ],
+)
+def test_subject_in_statement(statement: str, expected: str | None) -> None:
+    assert subject_in_statement(statement, user_name="Tim", speaker_names=["John"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("Tim works at Stripe.", "The user works at Stripe."),
+        ("Tim's dog is called Rex.", "The user's dog is called Rex."),
+        ("Tim在 Stripe 工作。", "用户在 Stripe 工作。"),
+        ("The user works at Stripe.", "The user works at Stripe."),
+        ("Timothy works at Stripe.", "Timothy works at Stripe."),
+    ],
+)
+def test_with_user_as_subject(statement: str, expected: str) -> None:
+    assert with_user_as_subject(statement, "Tim") == expected

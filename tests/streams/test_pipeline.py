@@ -13,8 +13,13 @@ pytestmark = pytest.mark.integration
 
 STRIPE_FACTS = {
     "facts": [
-        {"subject": "the user", "statement": "The user works at Stripe.", "owner": "user",
-         "category": "work", "profile_field": "employer"},
+        {
+            "subject": "the user",
+            "statement": "The user works at Stripe.",
+            "owner": "user",
+            "category": "work",
+            "profile_field": "employer",
+        },
     ]
 }
 
@@ -27,26 +32,40 @@ def test_two_sessions_promote_by_count_idle_and_flush(pipeline_factory: Any) -> 
     pipeline: PipelineHarness = pipeline_factory()
     pipeline.llm.on("Stripe", STRIPE_FACTS, scope="last_user")
 
-    pipeline.record("tim", "a", [
-        {"role": "user", "content": "I work at Stripe."},
-        {"role": "assistant", "content": "Nice!"},
-        {"role": "user", "content": "Yes, in payments."},
-        {"role": "assistant", "content": "Sounds interesting."},
-    ])
-    pipeline.record("tim", "b", [
-        {"role": "user", "content": "What's the weather?"},
-        {"role": "assistant", "content": "Sunny."},
-        {"role": "user", "content": "Thanks."},
-    ])
-    pipeline.record("tim", "a", [
-        {"role": "user", "content": "One more thing."},
-        {"role": "assistant", "content": "Sure."},
-    ])
+    pipeline.record(
+        "tim",
+        "a",
+        [
+            {"role": "user", "content": "I work at Stripe."},
+            {"role": "assistant", "content": "Nice!"},
+            {"role": "user", "content": "Yes, in payments."},
+            {"role": "assistant", "content": "Sounds interesting."},
+        ],
+    )
+    pipeline.record(
+        "tim",
+        "b",
+        [
+            {"role": "user", "content": "What's the weather?"},
+            {"role": "assistant", "content": "Sunny."},
+            {"role": "user", "content": "Thanks."},
+        ],
+    )
+    pipeline.record(
+        "tim",
+        "a",
+        [
+            {"role": "user", "content": "One more thing."},
+            {"role": "assistant", "content": "Sure."},
+        ],
+    )
     pipeline.flush("tim", "a")
 
     snapshots = eventually(
-        lambda: pipeline.snapshots(user_id="tim"), lambda s: len(s) == 3,
-        timeout=90, what="three snapshots",
+        lambda: pipeline.snapshots(user_id="tim"),
+        lambda s: len(s) == 3,
+        timeout=90,
+        what="three snapshots",
     )
     by_session = {(s["session_id"], s["seq"]): s for s in snapshots}
     assert by_session["a", 0]["reason"] == "count"
@@ -70,7 +89,9 @@ def test_two_sessions_promote_by_count_idle_and_flush(pipeline_factory: Any) -> 
     )
     memory = memories[0]
     assert (memory["subject"], memory["owner"], memory["text"]) == (
-        "the user", "user", "The user works at Stripe."
+        "the user",
+        "user",
+        "The user works at Stripe.",
     )
     assert memory["status"] == "current" and memory["version"] == 1
     assert memory["evidence"][0]["snapshot_id"] == by_session["a", 0]["_id"]
@@ -84,8 +105,10 @@ def test_two_sessions_promote_by_count_idle_and_flush(pipeline_factory: Any) -> 
     asked = [request["messages"][-1]["content"] for request in pipeline.llm.chat_requests]
     assert len(asked) == 3
     assert any("[user]: I work at Stripe." in text for text in asked)
-    assert all(request["response_format"] == {"type": "json_object"}
-               for request in pipeline.llm.chat_requests)
+    assert all(
+        request["response_format"] == {"type": "json_object"}
+        for request in pipeline.llm.chat_requests
+    )
 
 
 def test_worker_killed_mid_session_loses_and_duplicates_no_turn(pipeline_factory: Any) -> None:
@@ -93,14 +116,15 @@ def test_worker_killed_mid_session_loses_and_duplicates_no_turn(pipeline_factory
     sent: list[str] = []
 
     def say(session: str, count: int) -> None:
-        messages = [{"role": "user", "content": f"{session} message {len(sent) + i}"}
-                    for i in range(count)]
+        messages = [
+            {"role": "user", "content": f"{session} message {len(sent) + i}"} for i in range(count)
+        ]
         pipeline.record("ann", session, messages)
         sent.extend(m["content"] for m in messages)
 
     say("s1", 2)
     say("s2", 1)
-    pipeline.pipeline.restart("window", kill=True)   # SIGKILL mid-session, then start again
+    pipeline.pipeline.restart("window", kill=True)  # SIGKILL mid-session, then start again
     say("s1", 2)
     say("s2", 1)
     pipeline.pipeline.restart("window", kill=True)
@@ -109,15 +133,23 @@ def test_worker_killed_mid_session_loses_and_duplicates_no_turn(pipeline_factory
     pipeline.flush("ann", "s2")
 
     def promoted_turns() -> list[str]:
-        return [tid for snapshot in pipeline.snapshots(user_id="ann") for tid in snapshot["turn_ids"]]
+        return [
+            tid for snapshot in pipeline.snapshots(user_id="ann") for tid in snapshot["turn_ids"]
+        ]
 
-    promoted = eventually(promoted_turns, lambda ids: len(ids) >= len(sent), timeout=120,
-                          what=f"{len(sent)} promoted turns")
+    promoted = eventually(
+        promoted_turns,
+        lambda ids: len(ids) >= len(sent),
+        timeout=120,
+        what=f"{len(sent)} promoted turns",
+    )
     assert len(promoted) == len(set(promoted)) == len(sent), "a turn was lost or promoted twice"
     contents = {t["_id"]: t["content"] for t in pipeline.db["turns"].find({"user_id": "ann"})}
     assert sorted(contents[tid] for tid in promoted) == sorted(sent)
     for snapshot in pipeline.snapshots(user_id="ann"):
-        seqs = [s["seq"] for s in pipeline.snapshots(user_id="ann", session_id=snapshot["session_id"])]
+        seqs = [
+            s["seq"] for s in pipeline.snapshots(user_id="ann", session_id=snapshot["session_id"])
+        ]
         assert seqs == list(range(len(seqs)))
 
 
@@ -132,8 +164,11 @@ def test_extraction_worker_killed_duplicates_no_memory(pipeline_factory: Any) ->
     pipeline.record("bob", "s", [{"role": "user", "content": "Still at Stripe."}])
     pipeline.flush("bob", "s")
     eventually(lambda: pipeline.snapshots(user_id="bob"), lambda s: len(s) == 2, what="2 snapshots")
-    memories = eventually(lambda: pipeline.memories(user_id="bob"), lambda m: len(m) == 2,
-                          what="a memory per snapshot")
+    memories = eventually(
+        lambda: pipeline.memories(user_id="bob"),
+        lambda m: len(m) == 2,
+        what="a memory per snapshot",
+    )
     assert len({m["memory_id"] for m in memories}) == 2
     assert pipeline.db["memory_events"].count_documents({"user_id": "bob"}) == 2
 
@@ -152,9 +187,15 @@ def test_bad_input_is_dead_lettered_and_processing_goes_on(pipeline_factory: Any
             topic = pipeline.settings.kafka.topics.turns
             await producer.send_and_wait(topic, b"not json at all", key=b"eve|s")
             bad_role = {
-                "event_id": "bad-role", "event_type": "TurnRecorded", "schema_version": 1,
-                "occurred_at": "2026-01-01T00:00:00Z", "recorded_at": "2026-01-01T00:00:00Z",
-                "user_id": "eve", "session_id": "s", "role": "robot", "content": "beep",
+                "event_id": "bad-role",
+                "event_type": "TurnRecorded",
+                "schema_version": 1,
+                "occurred_at": "2026-01-01T00:00:00Z",
+                "recorded_at": "2026-01-01T00:00:00Z",
+                "user_id": "eve",
+                "session_id": "s",
+                "role": "robot",
+                "content": "beep",
             }
             await producer.send_and_wait(topic, json.dumps(bad_role).encode(), key=b"eve|s")
         finally:
@@ -164,13 +205,19 @@ def test_bad_input_is_dead_lettered_and_processing_goes_on(pipeline_factory: Any
     pipeline.record("eve", "s", [{"role": "user", "content": "I work at Stripe."}])
     pipeline.flush("eve", "s")
 
-    letters = eventually(lambda: list(pipeline.db["dead_letters"].find()),
-                         lambda d: len(d) == 2, what="two dead letters")
+    letters = eventually(
+        lambda: list(pipeline.db["dead_letters"].find()),
+        lambda d: len(d) == 2,
+        what="two dead letters",
+    )
     reasons = " | ".join(letter["reason"] for letter in letters)
     assert "not JSON" in reasons and "role" in reasons
     assert all(letter["stage"] == "window" for letter in letters)
-    snapshots = eventually(lambda: pipeline.snapshots(user_id="eve"), lambda s: len(s) == 1,
-                           what="the good turn's snapshot")
+    snapshots = eventually(
+        lambda: pipeline.snapshots(user_id="eve"),
+        lambda s: len(s) == 1,
+        what="the good turn's snapshot",
+    )
     assert snapshots[0]["turn_count"] == 1
 
 
@@ -179,8 +226,11 @@ def test_invalid_llm_output_is_retried_then_dead_lettered(pipeline_factory: Any)
     pipeline.llm.on("Stripe", "this is not json")  # also matches the retries
     pipeline.record("fay", "s", [{"role": "user", "content": "I work at Stripe."}])
     pipeline.flush("fay", "s")
-    letters = eventually(lambda: list(pipeline.db["dead_letters"].find()),
-                         lambda d: len(d) == 1, what="a dead letter")
+    letters = eventually(
+        lambda: list(pipeline.db["dead_letters"].find()),
+        lambda d: len(d) == 1,
+        what="a dead letter",
+    )
     assert letters[0]["stage"] == "extract-semantic"
     assert "invalid LLM output" in letters[0]["reason"]
     assert len(pipeline.llm.chat_requests) == 3  # the configured attempts

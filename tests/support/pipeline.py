@@ -39,9 +39,11 @@ class PipelineHarness:
         log_dir: Path,
         environment: dict[str, str],
     ) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / "test-config.yaml").write_text("# settings come from the environment\n")
         flavour_environment = TANSU_ENVIRONMENT if broker.flavour == "tansu" else APACHE_ENVIRONMENT
         self.environment = {
-            "MEMSTREAM_CONFIG": str(log_dir / "no-config.yaml"),
+            "MEMSTREAM_CONFIG": str(log_dir / "test-config.yaml"),
             "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
             "MONGODB_URI": mongo_uri,
             "MONGODB_DATABASE": f"test_{run_id}",
@@ -101,7 +103,8 @@ class PipelineHarness:
 
     def log_tails(self) -> str:
         return "\n".join(
-            f"--- {stage}\n{process.log_tail(40)}" for stage, process in self.pipeline.processes.items()
+            f"--- {stage}\n{process.log_tail(40)}"
+            for stage, process in self.pipeline.processes.items()
         )
 
 

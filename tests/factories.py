@@ -1,0 +1,230 @@
+"""Event factories for tests: sensible defaults, any field overridable by keyword.
+
+`turn()` is a user turn of session s1 of user u1 at `CLOCK`; `turn(role="assistant",
+name="John")` another named human; `snapshot(turns=[turn(), {"role": "assistant"}])` a
+snapshot of those turns (dicts are `turn()` overrides) with its deterministic id.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from events.dead_letters import InputDeadLettered
+from events.memories import (
+    Evidence,
+    MemoryAdded,
+    MemoryContent,
+    MemoryReinforced,
+    MemoryUpdated,
+    derived_id,
+)
+from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
+from events.turns import Principal, SessionFlushRequested, SessionIdled, TurnRecorded
+
+CLOCK = datetime(2026, 1, 31, 12, 0, 0, tzinfo=UTC)
+"""A fixed, timezone-aware 'now' for deterministic tests."""
+
+USER_ID = "u1"
+SESSION_ID = "s1"
+
+_ids = itertools.count(1)
+
+
+def next_id(prefix: str = "evt") -> str:
+    """A fresh, process-unique event id (`evt-1`, `evt-2`, ...)."""
+    return f"{prefix}-{next(_ids)}"
+
+
+def at(seconds: float) -> datetime:
+    """`CLOCK` plus `seconds`."""
+    return CLOCK + timedelta(seconds=seconds)
+
+
+def turn(**overrides: Any) -> TurnRecorded:
+    """A `TurnRecorded` (user turn, u1/s1, at CLOCK) with `overrides` applied."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("turn"),
+        "occurred_at": CLOCK,
+        "recorded_at": CLOCK,
+        "user_id": USER_ID,
+        "session_id": SESSION_ID,
+        "role": "user",
+        "content": "I work at Stripe.",
+    }
+    fields.update(overrides)
+    return TurnRecorded(**fields)
+
+
+def snapshot_turn(source: TurnRecorded | None = None, **overrides: Any) -> SnapshotTurn:
+    """A `SnapshotTurn` copied from `source` (default: a fresh `turn()`), then `overrides`."""
+    source = source or turn()
+    fields: dict[str, Any] = {
+        "turn_id": source.event_id,
+        "role": source.role,
+        "name": source.name,
+        "tool_name": source.tool_name,
+        "content": source.content,
+        "occurred_at": source.occurred_at,
+    }
+    fields.update(overrides)
+    return SnapshotTurn(**fields)
+
+
+def snapshot(
+    turns: Iterable[TurnRecorded | SnapshotTurn | dict[str, Any]] | None = None,
+    **overrides: Any,
+) -> SnapshotPromoted:
+    """A `SnapshotPromoted` of `turns` (TurnRecorded, SnapshotTurn or turn() overrides as dicts).
+
+    Its `event_id` is the deterministic `snapshot_id(user_id, session_id, seq)` unless overridden.
+    """
+    items = list(turns) if turns is not None else [turn()]
+    converted = []
+    for item in items:
+        if isinstance(item, SnapshotTurn):
+            converted.append(item)
+        elif isinstance(item, TurnRecorded):
+            converted.append(snapshot_turn(item))
+        else:
+            converted.append(snapshot_turn(turn(**item)))
+    fields: dict[str, Any] = {
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "session_id": SESSION_ID,
+        "seq": 0,
+        "reason": "count",
+        "turns": tuple(converted),
+    }
+    fields.update(overrides)
+    fields.setdefault(
+        "event_id", snapshot_id(fields["user_id"], fields["session_id"], fields["seq"])
+    )
+    return SnapshotPromoted(**fields)
+
+
+def flush(**overrides: Any) -> SessionFlushRequested:
+    """A `SessionFlushRequested` for u1/s1 at CLOCK."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("flush"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "session_id": SESSION_ID,
+    }
+    fields.update(overrides)
+    return SessionFlushRequested(**fields)
+
+
+def idle(window_seq: int = 0, **overrides: Any) -> SessionIdled:
+    """A `SessionIdled` command for window `window_seq` of u1/s1 at CLOCK."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("idle"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "session_id": SESSION_ID,
+        "window_seq": window_seq,
+    }
+    fields.update(overrides)
+    return SessionIdled(**fields)
+
+
+def content(**overrides: Any) -> MemoryContent:
+    """A `MemoryContent`: a fact about the current user."""
+    fields: dict[str, Any] = {
+        "subject": "the user",
+        "owner": "user",
+        "text": "The user works at Stripe.",
+        "category": "work",
+    }
+    fields.update(overrides)
+    return MemoryContent(**fields)
+
+
+def evidence(**overrides: Any) -> Evidence:
+    """Extraction evidence from snapshot 0 of u1/s1."""
+    fields: dict[str, Any] = {
+        "source": "extraction",
+        "snapshot_id": snapshot_id(USER_ID, SESSION_ID, 0),
+        "session_id": SESSION_ID,
+        "observed_at": CLOCK,
+    }
+    fields.update(overrides)
+    return Evidence(**fields)
+
+
+def memory_added(**overrides: Any) -> MemoryAdded:
+    """A semantic `MemoryAdded` (version 1) for u1."""
+    memory_id = overrides.pop("memory_id", derived_id("memory", "test", next(_ids)))
+    fields: dict[str, Any] = {
+        "event_id": derived_id("added", memory_id),
+        "occurred_at": CLOCK,
+        "memory_id": memory_id,
+        "memory_type": "semantic",
+        "user_id": USER_ID,
+        "content": content(),
+        "embedding": (0.6, 0.8),
+        "evidence": evidence(),
+    }
+    fields.update(overrides)
+    return MemoryAdded(**fields)
+
+
+def memory_updated(**overrides: Any) -> MemoryUpdated:
+    """A semantic `MemoryUpdated` to version 2 for u1."""
+    memory_id = overrides.pop("memory_id", derived_id("memory", "test", next(_ids)))
+    fields: dict[str, Any] = {
+        "event_id": derived_id("updated", memory_id, 2),
+        "occurred_at": CLOCK,
+        "memory_id": memory_id,
+        "memory_type": "semantic",
+        "user_id": USER_ID,
+        "version": 2,
+        "supersedes_version": 1,
+        "content": content(text="The user works at Google."),
+        "embedding": (0.8, 0.6),
+        "evidence": evidence(),
+        "reason": "the user changed jobs",
+    }
+    fields.update(overrides)
+    return MemoryUpdated(**fields)
+
+
+def memory_reinforced(**overrides: Any) -> MemoryReinforced:
+    """A semantic `MemoryReinforced` of version 1 for u1."""
+    memory_id = overrides.pop("memory_id", derived_id("memory", "test", next(_ids)))
+    fields: dict[str, Any] = {
+        "event_id": derived_id("reinforced", memory_id, 1),
+        "occurred_at": CLOCK,
+        "memory_id": memory_id,
+        "memory_type": "semantic",
+        "user_id": USER_ID,
+        "version": 1,
+        "evidence": evidence(),
+    }
+    fields.update(overrides)
+    return MemoryReinforced(**fields)
+
+
+def dead_letter(**overrides: Any) -> InputDeadLettered:
+    """An `InputDeadLettered` from the turns topic."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("dead"),
+        "occurred_at": CLOCK,
+        "stage": "decode",
+        "reason": "not JSON",
+        "source_topic": "memstream.turns",
+        "source_partition": 0,
+        "source_offset": 7,
+        "record_key": "u1|s1",
+        "payload": "{oops",
+        "dead_lettered_at": CLOCK,
+    }
+    fields.update(overrides)
+    return InputDeadLettered(**fields)
+
+
+def principal(kind: str = "end_user", principal_id: str = USER_ID) -> Principal:
+    """A `Principal` (end user u1 by default)."""
+    return Principal(kind=kind, id=principal_id)  # type: ignore[arg-type]

@@ -1,0 +1,120 @@
+"""`extract`: prompt, validate, retry with the reason, or give up with a failure to dead-letter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from handlers.extraction.base import ExtractionOutcome, extract
+from handlers.extraction.semantic import SemanticExtractor
+from handlers.ports import LLMUnavailable
+from tests.factories import snapshot
+
+GOOD = json.dumps({"facts": [{"subject": "the user", "statement": "The user works at Stripe."}]})
+NOT_JSON = "Sure! The user works at Stripe."
+NOT_A_LIST = json.dumps({"facts": "The user works at Stripe."})
+
+
+class FakeChatModel:
+    """Answers with the scripted answers in order (an exception in the script is raised)."""
+
+    def __init__(self, *answers: str | Exception) -> None:
+        self.answers = list(answers)
+        self.calls: list[list[dict[str, str]]] = []
+
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
+        self.calls.append(list(messages))
+        if not self.answers:
+            raise AssertionError("the LLM was called more often than scripted")
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def run(llm: FakeChatModel, attempts: int = 3) -> ExtractionOutcome:
+    return await extract(SemanticExtractor(), snapshot(), llm, attempts=attempts)
+
+
+async def test_valid_first_answer() -> None:
+    llm = FakeChatModel(GOOD)
+    outcome = await run(llm)
+    assert outcome.attempts == 1
+    assert outcome.failure is None
+    assert [m.text for m in outcome.memories] == ["The user works at Stripe."]
+    assert len(llm.calls) == 1
+    assert llm.calls[0] == SemanticExtractor().prompt(snapshot())
+
+
+async def test_empty_answer_is_a_success_with_no_memories() -> None:
+    outcome = await run(FakeChatModel('{"facts": []}'))
+    assert outcome == ExtractionOutcome(memories=(), attempts=1)
+
+
+async def test_invalid_then_valid_retries_with_the_reason() -> None:
+    llm = FakeChatModel(NOT_A_LIST, GOOD)
+    outcome = await run(llm)
+    assert outcome.attempts == 2
+    assert outcome.failure is None
+    assert len(outcome.memories) == 1
+    retry = llm.calls[1]
+    prompt = SemanticExtractor().prompt(snapshot())
+    assert retry[: len(prompt)] == prompt
+    assert retry[len(prompt)] == {"role": "assistant", "content": NOT_A_LIST}
+    correction = retry[len(prompt) + 1]
+    assert correction["role"] == "user"
+    assert '"facts" must be a list, got str' in correction["content"]
+    assert "only the JSON" in correction["content"]
+
+
+async def test_each_retry_is_told_only_the_latest_reason() -> None:
+    llm = FakeChatModel(NOT_JSON, NOT_A_LIST, GOOD)
+    outcome = await run(llm)
+    assert outcome.attempts == 3
+    third = llm.calls[2]
+    assert len(third) == len(llm.calls[1])  # corrections do not pile up
+    assert "must be a list" in third[-1]["content"]
+    assert "not valid JSON" not in third[-1]["content"]
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 3, 5])
+async def test_always_invalid_gives_a_failure_after_exactly_attempts_calls(attempts: int) -> None:
+    llm = FakeChatModel(*[NOT_JSON] * attempts)
+    outcome = await run(llm, attempts=attempts)
+    assert len(llm.calls) == attempts
+    assert outcome.attempts == attempts
+    assert outcome.memories == ()
+    assert outcome.failure is not None
+    assert outcome.failure.startswith("invalid LLM output: ")
+    assert "not valid JSON" in outcome.failure
+    assert outcome.last_answer == NOT_JSON
+
+
+async def test_failure_names_the_last_reason() -> None:
+    outcome = await run(FakeChatModel(NOT_JSON, NOT_A_LIST), attempts=2)
+    assert outcome.failure == 'invalid LLM output: "facts" must be a list, got str'
+    assert outcome.last_answer == NOT_A_LIST
+
+
+async def test_long_bad_answers_are_cut_in_the_retry_prompt() -> None:
+    long_answer = "x" * 5_000
+    llm = FakeChatModel(long_answer, GOOD)
+    await run(llm)
+    echoed = [m for m in llm.calls[1] if m["role"] == "assistant"]
+    assert echoed == [{"role": "assistant", "content": "x" * 2_000}]
+
+
+@pytest.mark.parametrize("script", [(), (NOT_JSON,)], ids=["first-call", "on-retry"])
+async def test_llm_unavailable_propagates(script: tuple[str, ...]) -> None:
+    llm = FakeChatModel(*script, LLMUnavailable("connection refused"))
+    with pytest.raises(LLMUnavailable, match="connection refused"):
+        await run(llm)
+    assert len(llm.calls) == len(script) + 1
+
+
+async def test_blank_subject_answer_is_retried() -> None:
+    blank = json.dumps({"facts": [{"subject": " ", "statement": "Works at Stripe."}]})
+    outcome = await run(FakeChatModel(blank, GOOD))
+    assert outcome.attempts == 2

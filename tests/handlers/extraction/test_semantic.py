@@ -1,0 +1,299 @@
+"""Semantic extraction: the prompt, strict parsing of the answer, and enforced attribution."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from events import MemoryContent, SnapshotPromoted
+from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.json_answer import items_under, load_object
+from handlers.extraction.registry import EXTRACTORS, UnsupportedMemoryType, extractor_for
+from handlers.extraction.semantic import SYSTEM_PROMPT, SemanticExtractor
+from handlers.extraction.transcript import transcript_of
+from tests.factories import snapshot
+
+EXTRACTOR = SemanticExtractor()
+
+
+def multi_speaker() -> SnapshotPromoted:
+    return snapshot(
+        turns=[
+            {"name": "Tim", "content": "I work at Stripe."},
+            {"role": "assistant", "name": "John", "content": "I am a nurse in Berlin."},
+            {"role": "assistant", "content": "Here is a packing list: passport, charger."},
+        ]
+    )
+
+
+def answer(*facts: dict[str, Any]) -> str:
+    return json.dumps({"facts": list(facts)})
+
+
+def fact(statement: str, subject: str = "the user", **extra: Any) -> dict[str, Any]:
+    return {"subject": subject, "statement": statement, **extra}
+
+
+def parse(text: str, snap: SnapshotPromoted | None = None) -> list[MemoryContent]:
+    return EXTRACTOR.parse(text, snap or multi_speaker())
+
+
+# --- prompt ---------------------------------------------------------------------------------------
+
+
+def test_prompt_is_a_system_message_and_the_rendered_conversation() -> None:
+    system, user = EXTRACTOR.prompt(multi_speaker())
+    assert system == {"role": "system", "content": SYSTEM_PROMPT}
+    assert user["role"] == "user"
+    conversation = user["content"]
+    assert conversation.startswith("Conversation:\nThe user's name is Tim\n")
+    assert "[user]: I work at Stripe." in conversation
+    assert "[John]: I am a nurse in Berlin." in conversation
+    assert "[assistant]: Here is a packing list" in conversation
+    assert "[Tim]" not in conversation  # the user stays [user] even when named
+    assert conversation.rstrip().endswith("Answer with the JSON.")
+
+
+def test_prompt_shows_the_empty_result_and_asks_for_one_object() -> None:
+    system = EXTRACTOR.prompt(multi_speaker())[0]["content"]
+    assert '{"facts": []}' in system
+    assert '{"facts": [ ... ]}' in system
+    for field in ("subject", "statement", "owner", "category", "profile_field"):
+        assert f'"{field}"' in system
+
+
+def test_prompt_of_a_chinese_conversation_uses_the_chinese_name_line() -> None:
+    snap = snapshot(turns=[{"name": "Tim", "content": "我在深圳的一家银行工作。"}])
+    conversation = EXTRACTOR.prompt(snap)[1]["content"]
+    assert "用户名叫Tim" in conversation
+    assert "[user]: 我在深圳的一家银行工作。" in conversation
+
+
+def test_prompt_without_a_user_name_has_no_name_line() -> None:
+    conversation = EXTRACTOR.prompt(snapshot())[1]["content"]
+    assert "name is" not in conversation
+    assert "[user]: I work at Stripe." in conversation
+
+
+def test_transcript_knows_the_speakers() -> None:
+    transcript = transcript_of(multi_speaker())
+    assert transcript.user_name == "Tim"
+    assert transcript.speaker_names == frozenset({"John"})
+    assert transcript.text.splitlines()[0] == "The user's name is Tim"
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+
+def test_good_answer_is_parsed() -> None:
+    memories = parse(
+        answer(
+            fact(
+                "The user works at Stripe.",
+                owner="user",
+                category="work",
+                profile_field="employer",
+            )
+        )
+    )
+    assert memories == [
+        MemoryContent(
+            subject="the user",
+            owner="user",
+            text="The user works at Stripe.",
+            category="work",
+            attributes={"profile_field": "employer"},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda text: f"```json\n{text}\n```",
+        lambda text: f"```\n{text}\n```",
+        lambda text: f"  \n```json {text}```\n",
+        lambda text: f"\n\n{text}\n",
+    ],
+    ids=["json-fence", "bare-fence", "tight-fence", "whitespace"],
+)
+def test_fenced_or_padded_answer_is_tolerated(wrap: Any) -> None:
+    memories = parse(wrap(answer(fact("The user works at Stripe."))))
+    assert [m.text for m in memories] == ["The user works at Stripe."]
+
+
+@pytest.mark.parametrize("text", ["{}", '{"facts": null}', '{"facts": []}', '{"other": [1]}'])
+def test_missing_null_or_empty_facts_mean_none(text: str) -> None:
+    assert parse(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The user works at Stripe.", "not valid JSON"),
+        ("", "not valid JSON"),
+        ('{"facts": [', "not valid JSON"),
+        ("[]", "expected a JSON object, got list"),
+        ('"facts"', "expected a JSON object, got str"),
+        ("null", "expected a JSON object, got NoneType"),
+        ('{"facts": "The user works at Stripe."}', '"facts" must be a list, got str'),
+        ('{"facts": {"statement": "x"}}', '"facts" must be a list, got dict'),
+        ('{"facts": ["The user works at Stripe."]}', '"facts"[0] must be an object'),
+        ('{"facts": [{"subject": "the user"}]}', '"facts"[0].statement: Field required'),
+        ('{"facts": [{"subject": "the user", "statement": ""}]}', '"facts"[0].statement'),
+        ('{"facts": [{"subject": "the user", "statement": 7}]}', '"facts"[0].statement'),
+        (answer(fact("ok."), {"subject": "x", "statement": None}), '"facts"[1].statement'),
+        (answer(fact("x" * 1_001)), '"facts"[0].statement'),
+        (answer(fact("ok.", subject="x" * 201)), '"facts"[0].subject'),
+    ],
+)
+def test_unusable_answers_raise_invalid_extraction(text: str, expected: str) -> None:
+    with pytest.raises(InvalidExtraction) as info:
+        parse(text)
+    assert expected in str(info.value)
+
+
+def test_invalid_extraction_is_a_value_error() -> None:
+    assert issubclass(InvalidExtraction, ValueError)
+
+
+def test_statement_whitespace_is_normalised() -> None:
+    (memory,) = parse(answer(fact("  The user\n works   at Stripe. ")))
+    assert memory.text == "The user works at Stripe."
+
+
+def test_unknown_keys_in_a_fact_are_ignored() -> None:
+    (memory,) = parse(answer(fact("The user works at Stripe.", confidence=0.9)))
+    assert memory.text == "The user works at Stripe."
+
+
+@pytest.mark.parametrize(
+    ("category", "expected"),
+    [("work", "work"), ("preference", "preference"), ("hobby", "other"), (None, "other")],
+)
+def test_unknown_or_missing_category_becomes_other(category: str | None, expected: str) -> None:
+    (memory,) = parse(answer(fact("The user works at Stripe.", category=category)))
+    assert memory.category == expected
+
+
+# --- attribution ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("subject", "owner", "expected_subject", "expected_owner"),
+    [
+        ("John", "agent", "John", "user"),  # another human is never the agent's
+        ("john", "user", "John", "user"),  # the speaker's own spelling
+        ("Tim", "user", "the user", "user"),  # the user's own name
+        ("tim", None, "the user", "user"),
+        ("the user", "agent", "the user", "user"),
+        ("User", "user", "the user", "user"),
+        ("用户", "user", "the user", "user"),
+        ("I", "user", "the user", "user"),
+        ("assistant", "user", "assistant", "agent"),
+        ("The AI", None, "assistant", "agent"),
+        ("助手", "user", "assistant", "agent"),
+        ("Maria", "agent", "Maria", "user"),  # a person only mentioned
+    ],
+)
+def test_attribution_is_enforced(
+    subject: str, owner: str | None, expected_subject: str, expected_owner: str
+) -> None:
+    (memory,) = parse(answer(fact("Some fact.", subject=subject, owner=owner)))
+    assert (memory.subject, memory.owner) == (expected_subject, expected_owner)
+
+
+def test_a_fact_about_john_labelled_agent_comes_out_as_johns() -> None:
+    (memory,) = parse(
+        answer(fact("John is a nurse in Berlin.", subject="John", owner="agent", category="work"))
+    )
+    assert memory.subject == "John"
+    assert memory.owner == "user"
+    assert memory.text == "John is a nurse in Berlin."
+
+
+def test_missing_subject_falls_back_to_the_statement() -> None:
+    (memory,) = parse(answer({"statement": "John", "owner": "agent"}))
+    assert (memory.subject, memory.owner) == ("John", "user")
+
+
+def test_profile_field_is_kept_for_the_current_user() -> None:
+    (memory,) = parse(answer(fact("Tim lives in Lisbon.", subject="Tim", profile_field="location")))
+    assert memory.subject == "the user"
+    assert memory.attributes == {"profile_field": "location"}
+
+
+@pytest.mark.parametrize("subject", ["John", "assistant", "Maria"])
+def test_profile_field_is_dropped_for_other_subjects(subject: str) -> None:
+    (memory,) = parse(answer(fact("Lives in Berlin.", subject=subject, profile_field="location")))
+    assert memory.attributes == {}
+
+
+@pytest.mark.parametrize("field", ["hobby", "favourite_colour", "", None])
+def test_unknown_profile_field_is_dropped(field: str | None) -> None:
+    (memory,) = parse(answer(fact("The user likes tea.", profile_field=field)))
+    assert memory.attributes == {}
+
+
+def test_duplicates_within_one_answer_are_merged() -> None:
+    memories = parse(
+        answer(
+            fact("The user works at Stripe.", category="work"),
+            fact("the user works at stripe.", subject="Tim", category="other"),
+            fact("The user  works at Stripe.", subject="user"),
+            fact("John works at Stripe.", subject="John"),  # another subject: kept
+        )
+    )
+    assert [(m.subject, m.text, m.category) for m in memories] == [
+        ("the user", "The user works at Stripe.", "work"),
+        ("John", "John works at Stripe.", "other"),
+    ]
+
+
+def test_same_statement_about_two_subjects_stays_two_memories() -> None:
+    memories = parse(
+        answer(fact("Likes coffee.", subject="the user"), fact("Likes coffee.", subject="John"))
+    )
+    assert [m.subject for m in memories] == ["the user", "John"]
+
+
+@pytest.mark.parametrize("subject", ["   ", ".", "?!"])
+def test_blank_subject_is_invalid_extraction(subject: str) -> None:
+    with pytest.raises(InvalidExtraction):
+        parse(answer(fact("Works at Stripe.", subject=subject)))
+
+
+@pytest.mark.parametrize("subject", ["", "   ", "John"])
+def test_the_participant_a_statement_opens_with_is_its_subject(subject: str) -> None:
+    (memory,) = parse(answer(fact("The user works at Stripe.", subject=subject)))
+    assert (memory.subject, memory.owner) == ("the user", "user")
+
+
+# --- json_answer helpers --------------------------------------------------------------------------
+
+
+def test_load_object_and_items_under() -> None:
+    assert load_object('```json\n{"a": 1}\n```') == {"a": 1}
+    assert items_under('{"episodes": [{"title": "x"}]}', "episodes") == [{"title": "x"}]
+    assert items_under('{"facts": [{"statement": "x"}]}', "episodes") == []
+
+
+# --- registry -------------------------------------------------------------------------------------
+
+
+def test_registry_gives_a_fresh_semantic_extractor() -> None:
+    first = extractor_for("semantic")
+    assert isinstance(first, SemanticExtractor)
+    assert first.memory_type == "semantic"
+    assert extractor_for("semantic") is not first
+    assert set(EXTRACTORS) == {"semantic"}
+
+
+@pytest.mark.parametrize("memory_type", ["episodic", "procedural", "taxonomic"])
+def test_registry_refuses_types_without_an_extractor(memory_type: Any) -> None:
+    with pytest.raises(UnsupportedMemoryType) as info:
+        extractor_for(memory_type)
+    assert memory_type in str(info.value)
+    assert "available: semantic" in str(info.value)

