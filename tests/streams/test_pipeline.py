@@ -235,3 +235,81 @@ def test_invalid_llm_output_is_retried_then_dead_lettered(pipeline_factory: Any)
     assert "invalid LLM output" in letters[0]["reason"]
     assert len(pipeline.llm.chat_requests) == 3  # the configured attempts
     assert pipeline.memories(user_id="fay") == []
+
+
+TIM_AND_JOHN = [
+    {"role": "user", "name": "Tim", "content": "I work at Stripe and I like coffee."},
+    {"role": "assistant", "name": "John", "content": "I am a nurse in Berlin. I like coffee too."},
+    {"role": "assistant", "content": "Nice to meet you both!"},
+]
+TIM_AND_JOHN_FACTS = {
+    "facts": [
+        # What a careless model may answer: John's facts arrive with owner agent (he spoke as
+        # role=assistant) and with his job as a profile field; the pipeline must correct both.
+        {
+            "subject": "Tim",
+            "statement": "Tim works at Stripe.",
+            "owner": "user",
+            "category": "work",
+            "profile_field": "employer",
+        },
+        {
+            "subject": "the user",
+            "statement": "The user likes coffee.",
+            "owner": "user",
+            "category": "preference",
+        },
+        {
+            "subject": "John",
+            "statement": "John is a nurse in Berlin.",
+            "owner": "agent",
+            "category": "work",
+            "profile_field": "occupation",
+        },
+        {
+            "subject": "John",
+            "statement": "John likes coffee.",
+            "owner": "agent",
+            "category": "preference",
+        },
+    ]
+}
+
+
+def test_multi_speaker_facts_keep_their_subjects_and_owners(pipeline_factory: Any) -> None:
+    pipeline: PipelineHarness = pipeline_factory()
+    pipeline.llm.on("[John]: I am a nurse in Berlin.", TIM_AND_JOHN_FACTS)
+    pipeline.record("tim", "party", TIM_AND_JOHN)
+    pipeline.flush("tim", "party")
+
+    memories = eventually(
+        lambda: pipeline.memories(user_id="tim"), lambda m: len(m) == 4, what="four memories"
+    )
+    found = {(m["subject"], m["owner"], m["text"]) for m in memories}
+    assert found == {
+        ("the user", "user", "The user works at Stripe."),
+        ("the user", "user", "The user likes coffee."),
+        ("John", "user", "John is a nurse in Berlin."),
+        ("John", "user", "John likes coffee."),
+    }
+    # The LLM saw the rendered multi-speaker conversation, the user's name once at the top.
+    prompt = pipeline.llm.chat_requests[0]["messages"][-1]["content"]
+    assert "The user's name is Tim\n[user]: I work at Stripe" in prompt
+    assert "[John]: I am a nurse in Berlin." in prompt
+    assert "[assistant]: Nice to meet you both!" in prompt
+    # Raw history (L1_RAW) is stored in the same rendered format.
+    (snapshot,) = pipeline.snapshots(user_id="tim")
+    assert snapshot["raw_history"].splitlines()[:2] == [
+        "The user's name is Tim",
+        "[user]: I work at Stripe and I like coffee.",
+    ]
+    # The L0 profile is Tim's alone: his name and employer, never John's job or city.
+    profile = eventually(
+        lambda: pipeline.db["profiles"].find_one({"_id": "tim"}),
+        lambda p: p is not None and "employer" in p["fields"],
+        what="profile",
+    )
+    assert profile["fields"]["name"]["value"] == "Tim"
+    assert profile["fields"]["employer"]["value"] == "The user works at Stripe."
+    assert set(profile["fields"]) == {"name", "employer"}
+    assert pipeline.db["profiles"].count_documents({}) == 1
