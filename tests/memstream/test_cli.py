@@ -1,0 +1,76 @@
+"""The `memstream` command: refusals are immediate and say what to set."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from events.schema import json_schemas
+
+
+def memstream(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "MEMSTREAM_", "KAFKA_", "MONGODB_", "MONGOMEM_"))
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "memstream", *args],
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+def test_demo_without_an_llm_stops_at_once_naming_what_to_set(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = memstream("demo", cwd=tmp_path, env={"MEMSTREAM_LOCAL_LLM": "off"})
+    assert result.returncode == 2
+    assert "OPENAI_BASE_URL" in result.stderr and "MEMSTREAM_LLM_MODEL" in result.stderr
+    assert time.monotonic() - started < 20  # nothing was started
+
+
+def test_config_validate_reports_bad_values(tmp_path: Path) -> None:
+    result = memstream("config", "validate", cwd=tmp_path, env={"MEMSTREAM_MAX_MESSAGES": "0"})
+    assert result.returncode == 2
+    assert "window.max_messages" in result.stderr and "MEMSTREAM_MAX_MESSAGES" in result.stderr
+
+
+@pytest.mark.parametrize("enabled", ["semantic,episodic"])
+def test_config_validate_refuses_types_without_an_extractor(tmp_path: Path, enabled: str) -> None:
+    result = memstream(
+        "config",
+        "validate",
+        cwd=tmp_path,
+        env={
+            "MEMSTREAM_ENABLED_EXTRACTIONS": enabled,
+            "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
+            "MEMSTREAM_LLM_MODEL": "m",
+        },
+    )
+    assert result.returncode == 1
+    assert "episodic" in result.stderr
+
+
+def test_schema_export_writes_one_schema_per_event(tmp_path: Path) -> None:
+    result = memstream("schema", "export", str(tmp_path / "schemas"))
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.name for p in (tmp_path / "schemas").iterdir())
+    assert written == sorted(f"{name}.schema.json" for name in json_schemas())
+    turn = json.loads((tmp_path / "schemas" / "TurnRecorded.schema.json").read_text())
+    assert (
+        "content" in turn["properties"]
+        and turn["properties"]["event_type"]["const"] == "TurnRecorded"
+    )
