@@ -1,30 +1,37 @@
 """The projector stage: every event topic into the MongoDB read model (SPEC §5).
 
 Undecodable records are not projected (the window stage dead-letters bad turns; the projector only
-logs them). Database outages are waited out, so no event is ever skipped.
+logs them). Database outages are waited out, so no event is ever skipped; an event the read model
+refuses for another reason is kept in `dead_letters` with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import Any
 
 import faust
+from faust.types import EventT
 from pymongo.database import Database
-from pymongo.errors import PyMongoError
+from pymongo.errors import ConnectionFailure
 
-from events.codec import EventDecodeError, decode
+from events.codec import AnyEvent, EventDecodeError, decode
+from events.dead_letters import InputDeadLettered
+from events.memories import derived_id
 from projections import ensure_indexes, project
 from streams.app import faust_app
-from streams.settings import StreamSettings
+from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 STAGE = "projector"
 MAX_BACKOFF_SECONDS = 30.0
 
 
-def create_projector_app(settings: StreamSettings, db: Database[dict[str, Any]]) -> faust.App:
+def create_projector_app(
+    settings: StreamSettings, db: Database[dict[str, Any]], clock: Clock = utc_now
+) -> faust.App:
     app = faust_app(STAGE, settings)
     topics = settings.topics
     events = app.topic(
@@ -43,31 +50,46 @@ def create_projector_app(settings: StreamSettings, db: Database[dict[str, Any]])
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
+            message = event.message
             try:
                 decoded = decode(event.value)
             except EventDecodeError as exc:
-                message = event.message
-                log.warning(
-                    "not projected %s[%s]@%s: %s",
-                    message.topic,
-                    message.partition,
-                    message.offset,
-                    exc,
-                )
+                where = f"{message.topic}[{message.partition}]@{message.offset}"
+                log.warning("not projected %s: %s", where, exc)
                 continue
-            backoff = 0.5
-            while True:
-                try:
-                    await asyncio.to_thread(project, db, decoded)
-                    break
-                except PyMongoError as exc:
-                    log.warning(
-                        "projecting %s failed (%s); retrying in %.1fs",
-                        decoded.event_id,
-                        exc,
-                        backoff,
-                    )
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+            try:
+                await _project_patiently(db, decoded)
+            except Exception as exc:  # not an outage: keep the event visible, go on
+                log.exception("projecting %s failed", decoded.event_id)
+                record = _unprojectable(event, f"projection failed: {exc!r}", clock())
+                await asyncio.to_thread(project, db, record)
 
     return app
+
+
+async def _project_patiently(db: Database[dict[str, Any]], event: AnyEvent) -> None:
+    """Project one event, waiting out database outages (connection failures) with back-off."""
+    backoff = 0.5
+    while True:
+        try:
+            await asyncio.to_thread(project, db, event)
+            return
+        except ConnectionFailure as exc:
+            log.warning("projecting %s: %s; retrying in %.1fs", event.event_id, exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+
+def _unprojectable(event: EventT[bytes], reason: str, now: datetime) -> InputDeadLettered:
+    message = event.message
+    return InputDeadLettered(
+        event_id=derived_id("dead-letter", STAGE, message.topic, message.partition, message.offset),
+        occurred_at=now,
+        stage=STAGE,
+        reason=reason[:4_000],
+        source_topic=message.topic,
+        source_partition=message.partition,
+        source_offset=message.offset,
+        payload=bytes(event.value).decode(errors="replace")[:64_000],
+        dead_lettered_at=now,
+    )

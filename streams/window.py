@@ -12,6 +12,7 @@ import logging
 import time
 
 import faust
+from faust.types import EventT
 
 from events.codec import EventDecodeError, decode, encode
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
@@ -38,44 +39,48 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
     )
     idle_requested: dict[bytes, tuple[int, float]] = {}
 
+    async def apply(event: EventT[bytes]) -> None:
+        try:
+            command = decode(event.value)
+            if not isinstance(command, TurnRecorded | SessionFlushRequested | SessionIdled):
+                raise EventDecodeError(f"{command.event_type} does not belong on the turns topic")
+            if event.key != command.key.encode():
+                raise EventDecodeError(f"record key {event.key!r} is not {command.key!r}")
+        except EventDecodeError as exc:
+            await dead_letter(dead_letters, event, stage=STAGE, reason=str(exc), clock=clock)
+            return
+        stored = windows.get(event.key)
+        window = SessionWindow.model_validate_json(stored) if stored else None
+        decision = decide(
+            window, command, offset=event.message.offset, now=clock(), policy=settings.window
+        )
+        if decision.ignored:
+            log.debug("ignored %s for %s: %s", command.event_type, command.key, decision.ignored)
+            return
+        if decision.snapshot is not None:
+            snapshot = decision.snapshot
+            sent = await snapshots.send(
+                key=snapshot.key.encode(), value=encode(snapshot), force=True
+            )
+            await sent
+            log.info(
+                "promoted snapshot %s seq=%s (%s, %d turns)",
+                snapshot.event_id,
+                snapshot.seq,
+                snapshot.reason,
+                len(snapshot.turns),
+            )
+        windows[event.key] = decision.window.model_dump_json().encode()
+
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             try:
-                command = decode(event.value)
-                if not isinstance(command, TurnRecorded | SessionFlushRequested | SessionIdled):
-                    raise EventDecodeError(
-                        f"{command.event_type} does not belong on the turns topic"
-                    )
-                if event.key != command.key.encode():
-                    raise EventDecodeError(f"record key {event.key!r} is not {command.key!r}")
-            except EventDecodeError as exc:
-                await dead_letter(dead_letters, event, stage=STAGE, reason=str(exc), clock=clock)
-                continue
-            stored = windows.get(event.key)
-            window = SessionWindow.model_validate_json(stored) if stored else None
-            decision = decide(
-                window, command, offset=event.message.offset, now=clock(), policy=settings.window
-            )
-            if decision.ignored:
-                log.debug(
-                    "ignored %s for %s: %s", command.event_type, command.key, decision.ignored
-                )
-                continue
-            if decision.snapshot is not None:
-                snapshot = decision.snapshot
-                sent = await snapshots.send(
-                    key=snapshot.key.encode(), value=encode(snapshot), force=True
-                )
-                await sent
-                log.info(
-                    "promoted snapshot %s seq=%s (%s, %d turns)",
-                    snapshot.event_id,
-                    snapshot.seq,
-                    snapshot.reason,
-                    len(snapshot.turns),
-                )
-            windows[event.key] = decision.window.model_dump_json().encode()
+                await apply(event)
+            except Exception as exc:  # a bug must not stop the stream: set the record aside
+                log.exception("window failed on %s", event.message)
+                reason = f"internal error: {exc!r}"
+                await dead_letter(dead_letters, event, stage=STAGE, reason=reason, clock=clock)
 
     @app.timer(settings.idle_check_interval.total_seconds())  # type: ignore[untyped-decorator]
     async def request_idle_promotions() -> None:

@@ -132,9 +132,9 @@ def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> Memory
 
 def _attribution(subject: str, statement: str, transcript: Transcript, index: int) -> Attribution:
     """Whose fact this is: the participant the statement opens with wins over the LLM's field."""
-    participants = {"user_name": transcript.user_name, "speaker_names": transcript.speaker_names}
-    raw = subject_in_statement(statement, **participants) or subject
+    user_name, speakers = transcript.user_name, transcript.speaker_names
+    raw = subject_in_statement(statement, user_name=user_name, speaker_names=speakers) or subject
     try:
-        return canonical_subject(raw, **participants)
+        return canonical_subject(raw, user_name=user_name, speaker_names=speakers)
     except ValueError as exc:
         raise InvalidExtraction(f'"facts"[{index}].subject: {exc}') from exc

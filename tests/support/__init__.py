@@ -1,0 +1,1 @@
+"""Test helpers (scripted OpenAI-compatible server, ...)."""
