@@ -74,32 +74,21 @@ def _refuse_if_unready(settings: Settings) -> int | None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from memstream.runtime import (
-        Pipeline,
-        configured,
-        infrastructure,
-        pipeline_stages,
-        prepare_topics,
-    )
+    from memstream.runtime import running_pipeline
 
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
-    with infrastructure(settings) as infra:
-        settings = configured(settings, infra.environment)
-        prepare_topics(settings)
-        stages = pipeline_stages(settings)
-        print(f"starting {', '.join(stages)} …", file=sys.stderr)
-        with Pipeline(stages, infra.environment, settings.data_dir / "logs"):
-            print("memstream is running. Point the SDK at it with:")
-            print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
-            print(f"  export MONGODB_URI={infra.mongodb_uri}")
-            print("Press Ctrl-C to stop.", flush=True)
-            try:
-                while True:
-                    time.sleep(3600)
-            except KeyboardInterrupt:
-                print("\nstopping …", file=sys.stderr)
+    with running_pipeline(settings, log_dir=settings.data_dir / "logs") as (_, infra, _):
+        print("memstream is running. Point the SDK at it with:")
+        print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
+        print(f"  export MONGODB_URI={infra.mongodb_uri}")
+        print("Press Ctrl-C to stop.", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("\nstopping …", file=sys.stderr)
     return 0
 
 
@@ -107,13 +96,7 @@ def _demo(args: argparse.Namespace) -> int:
     import tempfile
 
     from memstream.demo import format_memories, record_demo_conversation, wait_for_memories
-    from memstream.runtime import (
-        Pipeline,
-        configured,
-        infrastructure,
-        pipeline_stages,
-        prepare_topics,
-    )
+    from memstream.runtime import running_pipeline
 
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
@@ -121,22 +104,19 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="memstream-demo-") as scratch,
-        infrastructure(settings, mongo_path=Path(scratch) / "mongo") as infra,
+        running_pipeline(
+            settings, log_dir=Path(scratch) / "logs", mongo_path=Path(scratch) / "mongo"
+        ) as (settings, _, _),
     ):
-        settings = configured(settings, infra.environment)
-        prepare_topics(settings)
-        stages = pipeline_stages(settings)
-        print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
-        with Pipeline(stages, infra.environment, Path(scratch) / "logs"):
-            print(
-                f"pipeline ready after {time.monotonic() - started:.1f}s; recording the demo "
-                "conversation",
-                file=sys.stderr,
-                flush=True,
-            )
-            asyncio.run(record_demo_conversation(settings))
-            memories = wait_for_memories(settings, args.timeout)
-            print(format_memories(memories))
+        print(
+            f"pipeline ready after {time.monotonic() - started:.1f}s; recording the demo "
+            "conversation",
+            file=sys.stderr,
+            flush=True,
+        )
+        asyncio.run(record_demo_conversation(settings))
+        memories = wait_for_memories(settings, args.timeout)
+        print(format_memories(memories), flush=True)
     print(f"demo finished in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return 0
 

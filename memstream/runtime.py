@@ -206,3 +206,23 @@ def pipeline_stages(settings: Settings) -> list[str]:
     """The stages to run: the window, one extractor per enabled type, the projector."""
     extractors = [f"extract:{kind}" for kind in settings.memory.extraction.enabled]
     return ["window", *extractors, "projector"]
+
+
+@contextmanager
+def running_pipeline(
+    settings: Settings, *, log_dir: Path, mongo_path: Path | None = None
+) -> Iterator[tuple[Settings, Infrastructure, Pipeline]]:
+    """Infrastructure, the LLM (local if none is configured), topics and every stage worker."""
+    from memstream.local_llm import local_llm_environment
+
+    with (
+        local_llm_environment(settings, log_dir) as llm_environment,
+        infrastructure(settings, mongo_path=mongo_path) as infra,
+    ):
+        environment = {**infra.environment, **llm_environment}
+        settings = configured(settings, environment)
+        prepare_topics(settings)
+        stages = pipeline_stages(settings)
+        print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
+        with Pipeline(stages, environment, log_dir) as pipeline:
+            yield settings, infra, pipeline

@@ -7,6 +7,7 @@ validated, filtered and re-attributed by `handlers.attribution`, never trusted a
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,9 +37,10 @@ Speakers: [user] is the current user. [assistant] is the AI assistant. Any other
 Return one JSON object: {"facts": [ ... ]}. Each fact is an object with:
 - "subject": who the fact is about: "the user" for the current user; the person's name for \
 another named person; "assistant" for something the AI assistant provided or produced.
-- "statement": one short sentence that starts with the subject, e.g. "The user works at a bank." \
-or "<Name> lives in Paris." When the conversation is in Chinese, write it in Chinese and start \
-with 用户 for the current user.
+- "statement": one short sentence in the third person that starts with the subject, e.g. \
+"The user works at a bank." or "<Name> lives in Paris." Never write "I", "my" or "me" in a \
+statement. When the conversation is in Chinese, write it in Chinese and start with 用户 for the \
+current user.
 - "owner": "agent" only when the subject is the assistant, otherwise "user".
 - "category": one of basic_info, preference, relationship, work, health, plan, other.
 - "profile_field": only for the current user's basic information, one of name, age, gender, \
@@ -113,8 +115,8 @@ def _draft(item: dict[str, Any], index: int) -> FactDraft:
 
 def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> MemoryContent | None:
     statement = " ".join(draft.statement.split())
-    if not statement:
-        return None
+    if not statement or _in_first_person(statement):
+        return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
     attribution = _attribution(draft.subject, statement, transcript, index)
     if attribution.kind == "current_user":
         statement = with_user_as_subject(statement, transcript.user_name)
@@ -138,3 +140,11 @@ def _attribution(subject: str, statement: str, transcript: Transcript, index: in
         return canonical_subject(raw, user_name=user_name, speaker_names=speakers)
     except ValueError as exc:
         raise InvalidExtraction(f'"facts"[{index}].subject: {exc}') from exc
+
+
+_FIRST_PERSON = re.compile(r"^(i|i'm|i am|i've|i'd|my|me|we|our)\b|^(我|我们)", re.IGNORECASE)
+
+
+def _in_first_person(statement: str) -> bool:
+    """A statement that opens in the first person copies a message instead of stating a fact."""
+    return _FIRST_PERSON.match(statement.replace("\u2019", "'")) is not None

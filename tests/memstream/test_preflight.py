@@ -42,20 +42,41 @@ def without_local_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
 
 
+@pytest.fixture
+def local_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local LLM runtime is installed."""
+    monkeypatch.setattr("memstream.local.llm.llama_cpp_available", lambda: True)
+
+
+@pytest.fixture
+def no_local_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local LLM runtime is not installed."""
+    monkeypatch.setattr("memstream.local.llm.llama_cpp_available", lambda: False)
+
+
 def test_a_ready_configuration_has_no_problems() -> None:
     assert problems(settings()) == []
 
 
+@pytest.mark.usefixtures("no_local_llm")
 def test_no_llm_names_what_to_set() -> None:
     (problem,) = problems(settings(llm=LLMSettings()))
+    assert "pip install 'memstream[local]'" in problem
     assert problem.startswith("no LLM provider")
     assert "OPENAI_BASE_URL" in problem
     assert "MEMSTREAM_LLM_MODEL" in problem
     assert "OPENAI_API_KEY" in problem
 
 
+@pytest.mark.usefixtures("local_llm")
 def test_a_local_llm_is_enough() -> None:
-    assert problems(settings(llm=LLMSettings()), local_llm_available=True) == []
+    assert problems(settings(llm=LLMSettings())) == []
+
+
+@pytest.mark.usefixtures("local_llm")
+def test_local_llm_off_names_what_to_set() -> None:
+    (problem,) = problems(settings(llm=LLMSettings(local="off")))
+    assert "OPENAI_BASE_URL" in problem and "MEMSTREAM_LOCAL_LLM is off" in problem
 
 
 @pytest.mark.parametrize(
@@ -69,9 +90,10 @@ def test_llm_without_a_model_names_memstream_llm_model(llm: LLMSettings) -> None
     assert "OPENAI_BASE_URL" not in problem
 
 
+@pytest.mark.usefixtures("local_llm")
 def test_llm_without_a_model_is_reported_even_with_a_local_llm() -> None:
     llm = LLMSettings(base_url="http://llm:8000/v1")
-    (problem,) = problems(settings(llm=llm), local_llm_available=True)
+    (problem,) = problems(settings(llm=llm))
     assert "MEMSTREAM_LLM_MODEL" in problem
 
 
@@ -113,7 +135,7 @@ def test_local_embedding_without_the_local_model_is_reported() -> None:
     assert "MEMSTREAM_EMBEDDING_MODEL" in problem
 
 
-@pytest.mark.usefixtures("without_local_embedder")
+@pytest.mark.usefixtures("without_local_embedder", "no_local_llm")
 def test_all_problems_are_reported_together() -> None:
     found = problems(Settings(llm=LLMSettings(), memory=enabled("semantic", "episodic")))
     assert len(found) == 3
@@ -122,11 +144,6 @@ def test_all_problems_are_reported_together() -> None:
     assert "episodic" in found[2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: preflight tells users to `pip install 'memstream[local]'`, but pyproject.toml "
-    "defines no `local` extra (only `embedded` and `dev`)",
-)
 @pytest.mark.usefixtures("without_local_embedder")
 def test_install_hint_names_an_existing_extra() -> None:
     (problem,) = problems(settings(embedding=EmbeddingSettings()))

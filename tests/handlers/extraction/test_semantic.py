@@ -297,3 +297,22 @@ def test_registry_refuses_types_without_an_extractor(memory_type: Any) -> None:
         extractor_for(memory_type)
     assert memory_type in str(info.value)
     assert "available: semantic" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "I'm John, Tim's friend. I'm a nurse in Berlin.",
+        "I work at Stripe.",
+        "My dog is Rex.",
+        "我在 Stripe 工作。",
+        "I\u2019m a nurse.",
+    ],
+)
+def test_statements_in_the_first_person_are_dropped(statement: str) -> None:
+    assert parse(answer(fact(statement, subject="John"))) == []
+
+
+def test_words_starting_with_i_are_not_first_person() -> None:
+    (memory,) = parse(answer(fact("Ian is the user's brother.", subject="Ian")))
+    assert memory.subject == "Ian"

@@ -1,0 +1,70 @@
+"""Choosing the LLM for `up`/`demo`: the configured endpoint, else the packaged local model."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memstream.config import Settings
+
+
+def wants_local_llm(settings: Settings) -> bool:
+    """No endpoint is configured and the local model is not switched off."""
+    return not settings.llm.configured and settings.llm.local != "off"
+
+
+def local_llm_available(settings: Settings) -> bool:
+    """The local LLM can run: the runtime is installed (the weights are checked when started)."""
+    from memstream.local.llm import llama_cpp_available
+
+    return wants_local_llm(settings) and llama_cpp_available()
+
+
+@contextmanager
+def local_llm_environment(settings: Settings, log_dir: Path) -> Iterator[dict[str, str]]:
+    """Start the local LLM server if the configuration asks for it; yield the workers' env."""
+    if not wants_local_llm(settings):
+        yield {}
+        return
+    from memstream.local.llm import DEFAULT_MODEL, MODEL_ENV, MODELS, start_local_llm
+
+    spec = DEFAULT_MODEL if settings.llm.local == "auto" else MODELS[settings.llm.local]
+    own = os.environ.get(MODEL_ENV)
+    print(f"starting the local LLM ({own or spec.alias}) …", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with start_local_llm(
+        spec, progress=_progress_printer(), log_path=log_dir / "local-llm.log"
+    ) as server:
+        print(
+            f"local LLM ready in {time.monotonic() - started:.1f}s at {server.base_url}",
+            file=sys.stderr,
+            flush=True,
+        )
+        yield {
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "local",
+            "MEMSTREAM_LLM_MODEL": server.model,
+            # A CPU-bound model answers slowly when the machine is busy: wait, do not abandon.
+            "MEMSTREAM_LLM_TIMEOUT": "900",
+        }
+
+
+def _progress_printer() -> Callable[[int, int], None]:
+    last = [-1]
+
+    def report(done: int, total: int) -> None:
+        percent = done * 100 // max(total, 1)
+        if percent // 10 != last[0] // 10 or done == total:
+            last[0] = percent
+            print(
+                f"  preparing model weights: {percent}% of {total / 1e6:.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return report
