@@ -249,3 +249,15 @@ def _unescape(line: str) -> str:
     if line.startswith("\\") and _is_structural(line.lstrip("\\")):
         return line[1:]
     return line
+
+
+def session_context(
+    raw_histories: Sequence[str],
+    pending: Sequence[ChatMessage],
+    *,
+    max_chars_per_message: int,
+) -> str:
+    """A session's history for an LLM prompt: stored raw histories (L1_RAW, oldest first) read
+    back, followed by the turns not promoted yet, rendered by :func:`history_for_prompt`."""
+    messages = [m for raw in raw_histories for m in parse_history(raw).messages]
+    return history_for_prompt([*messages, *pending], max_chars_per_message=max_chars_per_message)

@@ -25,6 +25,7 @@ from events.memories import MemoryType
 from events.turns import Principal, SessionFlushRequested, TurnRecorded
 from handlers.identity import resolve_scope
 from handlers.messages import ChatMessage, normalize_messages
+from handlers.rendering import session_context
 from memstream.config import Settings
 from projections.store import MEMORIES, PROFILES, SNAPSHOTS, TURNS
 from streams.settings import Clock, utc_now
@@ -199,6 +200,33 @@ class MemoryClient:
         query = {"user_id": self._memory_user(user_id), "session_id": session_id}
         cursor = self._db[TURNS].find(query).sort("occurred_at", DESCENDING).limit(limit)
         return list(reversed(list(cursor)))
+
+    def session_history(
+        self, user_id: str, session_id: str, *, max_chars_per_message: int = 500, snapshots: int = 5
+    ) -> str:
+        """The session so far, rendered for an LLM prompt (short-term memory as context).
+
+        The last `snapshots` promoted snapshots' raw history (L1_RAW) is read back, the turns not
+        promoted yet follow; assistant and other speakers' messages are cut to
+        `max_chars_per_message`, the user's own messages are kept whole.
+        """
+        user_id = self._memory_user(user_id)
+        query = {"user_id": user_id, "session_id": session_id}
+        stored = self._db[SNAPSHOTS].find(query, {"raw_history": 1}).sort("seq", DESCENDING)
+        raw = [s["raw_history"] for s in stored.limit(snapshots) if s.get("raw_history")]
+        unpromoted = self._db[TURNS].find({**query, "snapshot_id": None}).sort("occurred_at", 1)
+        pending = [
+            ChatMessage(
+                role=t["role"],
+                content=t["content"],
+                name=t.get("name"),
+                tool_name=t.get("tool_name"),
+            )
+            for t in unpromoted
+        ]
+        return session_context(
+            list(reversed(raw)), pending, max_chars_per_message=max_chars_per_message
+        )
 
     def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
         """Promotion audit: the user's snapshots (with their rendered raw history)."""

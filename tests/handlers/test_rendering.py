@@ -354,3 +354,24 @@ def test_history_for_prompt_reads_back_from_raw_history() -> None:
 def test_history_for_prompt_needs_a_positive_limit() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         history_for_prompt(PLAIN, max_chars_per_message=0)
+
+
+# --- session context: stored raw histories + pending turns ----------------------------------
+
+from handlers.rendering import session_context  # noqa: E402
+
+
+def test_session_context_reads_back_stored_histories_then_pending_turns() -> None:
+    first = "The user's name is Tim\n[user]: I work at Stripe.\n[John]: I am a nurse in Berlin."
+    second = "The user's name is Tim\n[user]: Note: bring ID\nTime: 10:30\n[assistant]: " + "x" * 50
+    pending = [ChatMessage(role="user", name="Tim", content="And one more thing.")]
+    context = session_context([first, second], pending, max_chars_per_message=20)
+    assert context.splitlines() == [
+        "The user's name is Tim",
+        "[user]: I work at Stripe.",
+        "[John]: I am a nurse in Ber…",
+        "[user]: Note: bring ID",
+        "Time: 10:30",
+        "[assistant]: " + "x" * 19 + "…",
+        "[user]: And one more thing.",
+    ]

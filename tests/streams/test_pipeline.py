@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -174,7 +175,6 @@ def test_extraction_worker_killed_duplicates_no_memory(pipeline_factory: Any) ->
 
 
 def test_bad_input_is_dead_lettered_and_processing_goes_on(pipeline_factory: Any) -> None:
-    import asyncio
 
     from aiokafka import AIOKafkaProducer
 
@@ -313,3 +313,12 @@ def test_multi_speaker_facts_keep_their_subjects_and_owners(pipeline_factory: An
     assert profile["fields"]["employer"]["value"] == "The user works at Stripe."
     assert set(profile["fields"]) == {"name", "employer"}
     assert pipeline.db["profiles"].count_documents({}) == 1
+    # Short-term memory read back from L1_RAW for a prompt: other speakers cut, the user whole.
+    from memstream.client import MemoryClient
+
+    client = MemoryClient(pipeline.settings)
+    history = client.session_history("tim", "party", max_chars_per_message=12).splitlines()
+    assert history[:2] == ["The user's name is Tim", "[user]: I work at Stripe and I like coffee."]
+    assert history[2].startswith("[John]: I am a nurs") and history[2].endswith("…")
+    assert history[3] == "[assistant]: Nice to mee…"  # 11 characters and the marker
+    asyncio.run(client.close())
