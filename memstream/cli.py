@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"memstream: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("memstream: interrupted", file=sys.stderr)
+        return 130
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,9 +77,19 @@ def _refuse_if_unready(settings: Settings) -> int | None:
     return None
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops `up`/`demo` like Ctrl-C, so child servers and workers are shut down too."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def _up(args: argparse.Namespace) -> int:
     from memstream.runtime import running_pipeline
 
+    _stop_on_sigterm()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
@@ -98,6 +112,7 @@ def _demo(args: argparse.Namespace) -> int:
     from memstream.demo import format_memories, record_demo_conversation, wait_for_memories
     from memstream.runtime import running_pipeline
 
+    _stop_on_sigterm()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
