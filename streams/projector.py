@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
 from typing import Any
 
 import faust
-from faust.types import EventT
 from pymongo.database import Database
 from pymongo.errors import ConnectionFailure
 
 from events.codec import AnyEvent, EventDecodeError, decode
-from events.dead_letters import InputDeadLettered
-from events.memories import derived_id
 from projections import ensure_indexes, project
 from streams.app import faust_app
+from streams.dead_letters import dead_letter_record
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -61,7 +58,8 @@ def create_projector_app(
                 await _project_patiently(db, decoded)
             except Exception as exc:  # not an outage: keep the event visible, go on
                 log.exception("projecting %s failed", decoded.event_id)
-                record = _unprojectable(event, f"projection failed: {exc!r}", clock())
+                reason = f"projection failed: {exc!r}"
+                record = dead_letter_record(event, stage=STAGE, reason=reason, now=clock())
                 await asyncio.to_thread(project, db, record)
 
     return app
@@ -78,18 +76,3 @@ async def _project_patiently(db: Database[dict[str, Any]], event: AnyEvent) -> N
             log.warning("projecting %s: %s; retrying in %.1fs", event.event_id, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-
-
-def _unprojectable(event: EventT[bytes], reason: str, now: datetime) -> InputDeadLettered:
-    message = event.message
-    return InputDeadLettered(
-        event_id=derived_id("dead-letter", STAGE, message.topic, message.partition, message.offset),
-        occurred_at=now,
-        stage=STAGE,
-        reason=reason[:4_000],
-        source_topic=message.topic,
-        source_partition=message.partition,
-        source_offset=message.offset,
-        payload=bytes(event.value).decode(errors="replace")[:64_000],
-        dead_lettered_at=now,
-    )
