@@ -20,5 +20,13 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
-class LLMUnavailable(RuntimeError):
+class ProviderUnavailable(RuntimeError):
+    """A model provider cannot answer now (unreachable, overloaded, misconfigured): retry later."""
+
+
+class LLMUnavailable(ProviderUnavailable):
     """The LLM could not be reached or answered with a server error; worth retrying later."""
+
+
+class EmbeddingUnavailable(ProviderUnavailable):
+    """The embedding provider could not be reached; worth retrying later."""

@@ -7,8 +7,20 @@ from typing import Any, cast
 
 import openai
 
-from handlers.ports import ChatModel, Embedder, LLMUnavailable
+from handlers.ports import ChatModel, Embedder, EmbeddingUnavailable, LLMUnavailable
 from memstream.config import EmbeddingSettings, LLMSettings
+
+RETRYABLE = (
+    openai.APIConnectionError,  # includes timeouts
+    openai.RateLimitError,
+    openai.InternalServerError,
+    # Misconfiguration (bad key, unknown model) is fixed by an operator, not by the snapshot:
+    # wait for the fix instead of dead-lettering every snapshot in the meantime.
+    openai.AuthenticationError,
+    openai.PermissionDeniedError,
+    openai.NotFoundError,
+)
+"""Errors that say nothing about the request itself: retried, never dead-lettered."""
 
 
 class MissingProvider(RuntimeError):
@@ -47,12 +59,7 @@ class OpenAIChatModel:
                 temperature=0,
                 max_tokens=self.max_tokens,
             )
-        except (
-            openai.APIConnectionError,
-            openai.APITimeoutError,
-            openai.RateLimitError,
-            openai.InternalServerError,
-        ) as exc:
+        except RETRYABLE as exc:
             raise LLMUnavailable(f"{type(exc).__name__}: {exc}") from exc
         return response.choices[0].message.content or ""
 
@@ -70,7 +77,10 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        response = self._client.embeddings.create(model=self.model, input=list(texts))
+        try:
+            response = self._client.embeddings.create(model=self.model, input=list(texts))
+        except RETRYABLE as exc:
+            raise EmbeddingUnavailable(f"{type(exc).__name__}: {exc}") from exc
         return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
 
 

@@ -3,21 +3,25 @@
 The agent only wires: skip snapshots this type already extracted (a per-user table of the last
 extracted seq of each session), run the extractor with retries, embed, reconcile, send the memory
 events (waiting for acks), then record progress. Invalid LLM output after the retries is
-dead-lettered with the reason; an unreachable LLM is retried with back-off and never dead-letters.
+dead-lettered with the reason; an unavailable LLM or embedder is retried with back-off and never
+dead-letters.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import faust
 import orjson
+from faust.types import EventT
 
 from events.codec import EventDecodeError, decode, encode
 from events.snapshots import SnapshotPromoted
-from handlers.extraction.base import ExtractionOutcome, Extractor, extract
-from handlers.ports import ChatModel, Embedder, LLMUnavailable
+from handlers.extraction.base import Extractor, extract
+from handlers.ports import ChatModel, Embedder, ProviderUnavailable
 from handlers.reconcile import additions
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
@@ -25,6 +29,7 @@ from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_SECONDS = 30.0
+T = TypeVar("T")
 
 
 def create_extraction_app(
@@ -47,64 +52,65 @@ def create_extraction_app(
         value_type=bytes,
     )
 
+    async def apply(event: EventT[bytes]) -> None:
+        try:
+            snapshot = decode(event.value)
+            if not isinstance(snapshot, SnapshotPromoted):
+                raise EventDecodeError(f"{snapshot.event_type} is not a snapshot")
+        except EventDecodeError as exc:
+            await dead_letter(dead_letters, event, stage=stage, reason=str(exc), clock=clock)
+            return
+        seen: dict[str, int] = orjson.loads(progress.get(event.key) or b"{}")
+        if seen.get(snapshot.session_id, -1) >= snapshot.seq:
+            log.info("snapshot %s already extracted (%s)", snapshot.event_id, stage)
+            return
+        outcome = await patiently(
+            lambda: extract(extractor, snapshot, llm, attempts=settings.llm_attempts),
+            snapshot.event_id,
+        )
+        if outcome.failure:
+            await dead_letter(dead_letters, event, stage=stage, reason=outcome.failure, clock=clock)
+        else:
+            texts = [memory.text for memory in outcome.memories]
+            vectors = (
+                await patiently(lambda: asyncio.to_thread(embedder.embed, texts), snapshot.event_id)
+                if texts
+                else []
+            )
+            for memory_event in additions(
+                snapshot, extractor.memory_type, outcome.memories, vectors, now=clock()
+            ):
+                key = memory_event.key.encode()
+                await (await memories.send(key=key, value=encode(memory_event), force=True))
+            log.info(
+                "snapshot %s: %d %s memories",
+                snapshot.event_id,
+                len(outcome.memories),
+                extractor.memory_type,
+            )
+        seen[snapshot.session_id] = snapshot.seq
+        progress[event.key] = orjson.dumps(seen)
+
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             try:
-                snapshot = decode(event.value)
-                if not isinstance(snapshot, SnapshotPromoted):
-                    raise EventDecodeError(f"{snapshot.event_type} is not a snapshot")
-            except EventDecodeError as exc:
-                await dead_letter(dead_letters, event, stage=stage, reason=str(exc), clock=clock)
-                continue
-            seen: dict[str, int] = orjson.loads(progress.get(event.key) or b"{}")
-            if seen.get(snapshot.session_id, -1) >= snapshot.seq:
-                log.info("snapshot %s already extracted (%s)", snapshot.event_id, stage)
-                continue
-            outcome = await _extract_patiently(extractor, snapshot, llm, settings.llm_attempts)
-            if outcome.failure:
-                await dead_letter(
-                    dead_letters, event, stage=stage, reason=outcome.failure, clock=clock
-                )
-            else:
-                texts = [memory.text for memory in outcome.memories]
-                vectors = await asyncio.to_thread(embedder.embed, texts) if texts else []
-                for memory_event in additions(
-                    snapshot, extractor.memory_type, outcome.memories, vectors, now=clock()
-                ):
-                    sent = await memories.send(
-                        key=memory_event.key.encode(), value=encode(memory_event), force=True
-                    )
-                    await sent
-                log.info(
-                    "snapshot %s: %d %s memories",
-                    snapshot.event_id,
-                    len(outcome.memories),
-                    extractor.memory_type,
-                )
-            seen[snapshot.session_id] = snapshot.seq
-            progress[event.key] = orjson.dumps(seen)
+                await apply(event)
+            except Exception as exc:  # a bug or an unusable answer must not stop the stream
+                log.exception("extraction failed on %s", event.message)
+                reason = f"extraction failed: {exc!r}"
+                await dead_letter(dead_letters, event, stage=stage, reason=reason, clock=clock)
 
     return app
 
 
-async def _extract_patiently(
-    extractor: Extractor, snapshot: SnapshotPromoted, llm: ChatModel, attempts: int
-) -> ExtractionOutcome:
-    """Extract, waiting out LLM outages; any other failure becomes a dead-letter reason."""
+async def patiently(call: Callable[[], Awaitable[T]], snapshot_id: str) -> T:
+    """Await `call()`, retrying with back-off while a model provider is unavailable."""
     backoff = 1.0
     while True:
         try:
-            return await extract(extractor, snapshot, llm, attempts=attempts)
-        except LLMUnavailable as exc:
-            log.warning(
-                "LLM call failed for snapshot %s (%s); retrying in %.0fs",
-                snapshot.event_id,
-                exc,
-                backoff,
-            )
+            return await call()
+        except ProviderUnavailable as exc:
+            log.warning("snapshot %s: %s; retrying in %.0fs", snapshot_id, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-        except Exception as exc:  # a bug or unexpected answer must not crash the worker
-            log.exception("extraction of snapshot %s failed", snapshot.event_id)
-            return ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")

@@ -32,41 +32,58 @@ SYSTEM_PROMPT = """\
 You extract facts for a long-term memory from a conversation.
 
 Speakers: [user] is the current user. [assistant] is the AI assistant. Any other label, such as \
-[Name], is another real person taking part in the conversation.
+[Person A], is another real person taking part in the conversation.
 
 Return one JSON object: {"facts": [ ... ]}. Each fact is an object with:
 - "subject": who the fact is about: "the user" for the current user; the person's name for \
-another named person; "assistant" for something the AI assistant provided or produced.
-- "statement": one short sentence in the third person that starts with the subject, e.g. \
-"The user works at a bank." or "<Name> lives in Paris." Never write "I", "my" or "me" in a \
-statement. When the conversation is in Chinese, write it in Chinese and start with 用户 for the \
-current user.
+another named person; "assistant" only for a concrete recommendation or plan the AI assistant \
+gave that the user may refer to later.
+- "statement": one short sentence in the third person that starts with the subject, in your \
+own words, e.g. "The user works at a bank." Never copy a message. Never write "I", "my" or "me".
 - "owner": "agent" only when the subject is the assistant, otherwise "user".
 - "category": one of basic_info, preference, relationship, work, health, plan, other.
 - "profile_field": only for the current user's basic information, one of name, age, gender, \
 location, occupation, employer, language; otherwise null.
 
 Rules:
-- Only facts stated in the conversation that are worth remembering later. No greetings, no small \
-talk, no guesses, no questions.
-- Never give the current user a fact that another person said about themselves.
+- Only lasting facts about the people that are worth remembering later: who they are, what they \
+do, like, own, plan or need.
+- Do not describe the conversation (who asked, greeted, thanked or answered what). No greetings, \
+no small talk, no questions, no guesses, no general knowledge from the assistant's answers.
+- A fact another person says about themselves is about that person, never about the user.
 - If there is nothing worth remembering, return {"facts": []}.
 
 Example conversation:
 [user]: I moved to Lisbon last year and I teach maths.
-[assistant]: That sounds lovely!
+[Person A]: I'm a nurse, I work nights.
+[assistant]: Nice to meet you both! For Lisbon I recommend the 28 tram.
 Example answer:
 {"facts": [{"subject": "the user", "statement": "The user lives in Lisbon.", "owner": "user", \
 "category": "basic_info", "profile_field": "location"}, {"subject": "the user", "statement": \
 "The user is a maths teacher.", "owner": "user", "category": "basic_info", "profile_field": \
-"occupation"}]}
+"occupation"}, {"subject": "Person A", "statement": "Person A is a nurse who works nights.", \
+"owner": "user", "category": "work", "profile_field": null}, {"subject": "assistant", \
+"statement": "The assistant recommended the 28 tram in Lisbon.", "owner": "agent", "category": \
+"other", "profile_field": null}]}
 
 Example conversation:
 [user]: hi, how are you?
 [assistant]: Fine, thanks! How can I help?
 Example answer:
 {"facts": []}
+
+Example conversation:
+[user]: How do I reverse a list in Python?
+[assistant]: Use reversed(items) or items[::-1].
+Example answer:
+{"facts": []}
 """
+
+LANGUAGE_INSTRUCTIONS = {
+    "en": "Write the statements in English.",
+    "zh": "The conversation is in Chinese: write the statements in Chinese, starting with 用户 "
+    "for the current user (e.g. 用户在银行工作。).",
+}
 
 
 class FactDraft(BaseModel):
@@ -87,10 +104,15 @@ class SemanticExtractor:
     memory_type: MemoryType = "semantic"
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
-        conversation = transcript_of(snapshot).text
+        transcript = transcript_of(snapshot)
+        instruction = LANGUAGE_INSTRUCTIONS[transcript.language]
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"Conversation:\n{conversation}\n\nAnswer with the JSON."},
+            {
+                "role": "user",
+                "content": f"Conversation:\n{transcript.text}\n\n{instruction} "
+                "Answer with the JSON.",
+            },
         ]
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
@@ -117,6 +139,8 @@ def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> Memory
     statement = " ".join(draft.statement.split())
     if not statement or _in_first_person(statement):
         return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
+    if _narrates_the_conversation(statement):
+        return None  # "The user asked about …", "…?": what was said, not what is true
     attribution = _attribution(draft.subject, statement, transcript, index)
     if attribution.kind == "current_user":
         statement = with_user_as_subject(statement, transcript.user_name)
@@ -148,3 +172,17 @@ _FIRST_PERSON = re.compile(r"^(i|i'm|i am|i've|i'd|my|me|we|our)\b|^(我|我们)
 def _in_first_person(statement: str) -> bool:
     """A statement that opens in the first person copies a message instead of stating a fact."""
     return _FIRST_PERSON.match(statement.replace("\u2019", "'")) is not None
+
+
+_NARRATION = re.compile(
+    r"^(the user|user|the assistant|assistant)\s+(is\s+|was\s+)?"
+    r"(asks?|asked|asking|greets?|greeted|greeting|says?|said|saying|thanks?|thanked|thanking|"
+    r"answers?|answered|answering|wants to know|wanted to know|provides tips|understands)\b"
+    r"|^(用户|助手)(询问|问了|问|打招呼|感谢|回答)",
+    re.IGNORECASE,
+)
+
+
+def _narrates_the_conversation(statement: str) -> bool:
+    """A question, or a sentence about the conversation itself rather than about a person."""
+    return statement.endswith(("?", "？")) or _NARRATION.match(statement) is not None

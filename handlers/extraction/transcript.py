@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from events.snapshots import SnapshotPromoted
 from handlers.messages import ChatMessage
-from handlers.rendering import render_conversation
+from handlers.rendering import Language, conversation_language, render_conversation
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,7 @@ class Transcript:
     text: str
     user_name: str | None
     speaker_names: frozenset[str]
+    language: Language
 
 
 def transcript_of(snapshot: SnapshotPromoted) -> Transcript:
@@ -30,4 +31,5 @@ def transcript_of(snapshot: SnapshotPromoted) -> Transcript:
         text=render_conversation(messages),
         user_name=user_names[0] if user_names else None,
         speaker_names=speakers,
+        language=conversation_language(messages),
     )

@@ -316,3 +316,25 @@ def test_statements_in_the_first_person_are_dropped(statement: str) -> None:
 def test_words_starting_with_i_are_not_first_person() -> None:
     (memory,) = parse(answer(fact("Ian is the user's brother.", subject="Ian")))
     assert memory.subject == "Ian"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "The user asked about the weather in Reykjavik.",
+        "The user is saying hello.",
+        "The assistant is greeting the user.",
+        "The assistant provides tips for the last month of training.",
+        "Does the user like tea?",
+        "用户询问了天气。",
+    ],
+)
+def test_statements_narrating_the_conversation_are_dropped(statement: str) -> None:
+    assert parse(answer(fact(statement, subject="the user"))) == []
+
+
+def test_prompt_asks_for_the_conversation_language() -> None:
+    chinese = snapshot(turns=[{"role": "user", "content": "我在 Stripe 工作。"}])
+    english = snapshot(turns=[{"role": "user", "content": "I work at Stripe."}])
+    assert "in Chinese" in SemanticExtractor().prompt(chinese)[-1]["content"]
+    assert "in English" in SemanticExtractor().prompt(english)[-1]["content"]
