@@ -82,7 +82,7 @@ Example answer:
 LANGUAGE_INSTRUCTIONS = {
     "en": "Write the statements in English.",
     "zh": "The conversation is in Chinese: write the statements in Chinese, starting with 用户 "
-    "for the current user (e.g. 用户在银行工作。).",
+    "for the current user.",
 }
 
 
@@ -142,6 +142,8 @@ def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> Memory
     if _narrates_the_conversation(statement):
         return None  # "The user asked about …", "…?": what was said, not what is true
     attribution = _attribution(draft.subject, statement, transcript, index)
+    if not _grounded(attribution, statement, transcript):
+        return None
     if attribution.kind == "current_user":
         statement = with_user_as_subject(statement, transcript.user_name)
     category = draft.category if draft.category in CATEGORIES else "other"
@@ -185,4 +187,18 @@ _NARRATION = re.compile(
 
 def _narrates_the_conversation(statement: str) -> bool:
     """A question, or a sentence about the conversation itself rather than about a person."""
-    return statement.endswith(("?", "？")) or _NARRATION.match(statement) is not None
+    return statement.endswith(("?", "\uff1f")) or _NARRATION.match(statement) is not None
+
+
+def _grounded(attribution: Attribution, statement: str, transcript: Transcript) -> bool:
+    """Whether the fact can stand: a person it names takes part in or is named in the
+    conversation (an example's placeholder or an invented name does not), and an assistant fact
+    says what the assistant did ("The assistant recommended …") instead of copying its reply."""
+    if attribution.kind == "third_party":
+        return attribution.subject.casefold() in transcript.text.casefold()
+    if attribution.kind == "assistant":
+        opening = subject_in_statement(
+            statement, user_name=transcript.user_name, speaker_names=transcript.speaker_names
+        )
+        return opening == "assistant"
+    return True

@@ -24,6 +24,7 @@ def multi_speaker() -> SnapshotPromoted:
             {"name": "Tim", "content": "I work at Stripe."},
             {"role": "assistant", "name": "John", "content": "I am a nurse in Berlin."},
             {"role": "assistant", "content": "Here is a packing list: passport, charger."},
+            {"content": "My sister Maria and my brother Ian visit next week."},
         ]
     )
 
@@ -201,7 +202,8 @@ def test_unknown_or_missing_category_becomes_other(category: str | None, expecte
 def test_attribution_is_enforced(
     subject: str, owner: str | None, expected_subject: str, expected_owner: str
 ) -> None:
-    (memory,) = parse(answer(fact("Some fact.", subject=subject, owner=owner)))
+    statement = "The assistant suggested a packing list." if expected_owner == "agent" else "Fact."
+    (memory,) = parse(answer(fact(statement, subject=subject, owner=owner)))
     assert (memory.subject, memory.owner) == (expected_subject, expected_owner)
 
 
@@ -227,8 +229,22 @@ def test_profile_field_is_kept_for_the_current_user() -> None:
 
 @pytest.mark.parametrize("subject", ["John", "assistant", "Maria"])
 def test_profile_field_is_dropped_for_other_subjects(subject: str) -> None:
-    (memory,) = parse(answer(fact("Lives in Berlin.", subject=subject, profile_field="location")))
+    statement = "The assistant suggested Berlin." if subject == "assistant" else "Lives in Berlin."
+    (memory,) = parse(answer(fact(statement, subject=subject, profile_field="location")))
     assert memory.attributes == {}
+
+
+@pytest.mark.parametrize(
+    ("subject", "statement"),
+    [
+        ("Person A", "Person A is a nurse who works nights."),  # the prompt example's placeholder
+        ("Olga", "Olga lives in Kyiv."),  # nobody in the conversation
+        ("assistant", "Here is a packing list: passport, charger."),  # a copied reply
+        ("assistant", "Use slicing: items[::-1]."),
+    ],
+)
+def test_facts_not_grounded_in_the_conversation_are_dropped(subject: str, statement: str) -> None:
+    assert parse(answer(fact(statement, subject=subject))) == []
 
 
 @pytest.mark.parametrize("field", ["hobby", "favourite_colour", "", None])
