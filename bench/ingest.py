@@ -49,9 +49,9 @@ async def baseline(bootstrap: str, topic: str, messages: list[dict[str, str]], b
             recorded_at=now,
             user_id=f"u{i // batch % 50}",
             session_id=f"s{i // batch}",
-            role=m["role"],
+            role=m["role"],  # type: ignore[arg-type]
             content=m["content"],
-        )  # type: ignore[arg-type]
+        )
         for i, m in enumerate(messages)
     ]
     payloads = [(r.key.encode(), encode(r)) for r in records]
