@@ -12,7 +12,7 @@ from events.memories import (
     MemoryUpdated,
     derived_id,
 )
-from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
+from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.topics import Topics
 from events.turns import Principal, SessionFlushRequested, SessionIdled, TurnRecorded, session_key
 
@@ -30,6 +30,7 @@ __all__ = [
     "Principal",
     "SessionFlushRequested",
     "SessionIdled",
+    "SnapshotExtracted",
     "SnapshotPromoted",
     "SnapshotTurn",
     "Topics",

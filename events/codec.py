@@ -10,7 +10,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from events.dead_letters import InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
-from events.snapshots import SnapshotPromoted
+from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 
 AnyEvent = Annotated[
@@ -18,6 +18,7 @@ AnyEvent = Annotated[
     | SessionFlushRequested
     | SessionIdled
     | SnapshotPromoted
+    | SnapshotExtracted
     | MemoryAdded
     | MemoryUpdated
     | MemoryReinforced
@@ -29,6 +30,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     SessionFlushRequested,
     SessionIdled,
     SnapshotPromoted,
+    SnapshotExtracted,
     MemoryAdded,
     MemoryUpdated,
     MemoryReinforced,

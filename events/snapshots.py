@@ -50,3 +50,26 @@ class SnapshotPromoted(Event):
     def key(self) -> str:
         """Snapshots are keyed by user scope, so one user's snapshots stay ordered."""
         return self.user_id
+
+
+class SnapshotExtracted(Event):
+    """One memory type's extraction of a snapshot finished (with memories, none, or a failure).
+
+    Travels on the memories topic after the memory events it produced, keyed by user, so the read
+    model can tell which snapshots are still waiting for which extractor.
+    """
+
+    event_type: Literal["SnapshotExtracted"] = "SnapshotExtracted"
+    schema_version: Literal[1] = 1
+
+    snapshot_id: str = Field(min_length=1, max_length=200)
+    user_id: Identifier
+    session_id: Identifier
+    memory_type: Literal["semantic", "episodic", "procedural", "taxonomic"]
+    memory_ids: tuple[str, ...] = ()
+    attempts: int = Field(ge=0)
+    failure: str | None = Field(default=None, max_length=4_000)
+
+    @property
+    def key(self) -> str:
+        return self.user_id

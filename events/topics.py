@@ -23,7 +23,7 @@ class Topics:
 
     @property
     def memories(self) -> str:
-        """MemoryAdded, MemoryUpdated, MemoryReinforced — keyed by `user_id`."""
+        """MemoryAdded, MemoryUpdated, MemoryReinforced, SnapshotExtracted — keyed by `user_id`."""
         return f"{self.prefix}memories"
 
     @property

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from events.memories import Evidence, MemoryAdded, MemoryContent, MemoryType, derived_id
-from events.snapshots import SnapshotPromoted
+from events.snapshots import SnapshotExtracted, SnapshotPromoted
 
 
 def additions(
@@ -49,3 +49,26 @@ def additions(
             )
         )
     return events
+
+
+def extraction_finished(
+    snapshot: SnapshotPromoted,
+    memory_type: MemoryType,
+    added: Sequence[MemoryAdded],
+    *,
+    attempts: int,
+    failure: str | None,
+    now: datetime,
+) -> SnapshotExtracted:
+    """The event that closes one memory type's extraction of a snapshot."""
+    return SnapshotExtracted(
+        event_id=derived_id("extracted", snapshot.event_id, memory_type),
+        occurred_at=now,
+        snapshot_id=snapshot.event_id,
+        user_id=snapshot.user_id,
+        session_id=snapshot.session_id,
+        memory_type=memory_type,
+        memory_ids=tuple(event.memory_id for event in added),
+        attempts=attempts,
+        failure=failure,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run one pipeline stage (used by `up`)")
     worker.add_argument("--stage", required=True, help="window, projector or extract:<type>")
-    worker.add_argument("--loglevel", default="info")
+    worker.add_argument("--loglevel", default=os.environ.get("MEMSTREAM_LOG_LEVEL", "info"))
     worker.set_defaults(run=_worker)
 
     schema = commands.add_parser("schema", help="event JSON Schemas")

@@ -27,7 +27,7 @@ from handlers.identity import resolve_scope
 from handlers.messages import ChatMessage, normalize_messages
 from handlers.rendering import session_context
 from memstream.config import Settings
-from projections.store import MEMORIES, PROFILES, SNAPSHOTS, TURNS
+from projections.store import DEAD_LETTERS, MEMORIES, PROFILES, SNAPSHOTS, TURNS
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
@@ -234,6 +234,12 @@ class MemoryClient:
         if session_id:
             query["session_id"] = session_id
         return list(self._db[SNAPSHOTS].find(query).sort([("session_id", 1), ("seq", 1)]))
+
+    def dead_letters(self, *, stage: str | None = None, limit: int = 100) -> list[Document]:
+        """Records set aside with the reason (malformed input, invalid LLM output), newest first."""
+        query: Document = {"stage": stage} if stage else {}
+        cursor = self._db[DEAD_LETTERS].find(query).sort("dead_lettered_at", DESCENDING)
+        return list(cursor.limit(limit))
 
     def profile(self, user_id: str) -> Document | None:
         """The L0 basic profile of the user (never other people's facts)."""

@@ -36,22 +36,21 @@ async def record_demo_conversation(settings: Settings) -> None:
 
 
 def wait_for_memories(settings: Settings, timeout: float) -> list[dict[str, Any]]:
-    """Poll the read model until the demo snapshot's memories (or a dead letter) appear."""
+    """Poll the read model until every enabled extractor finished the demo snapshot."""
+    enabled = settings.memory.extraction.enabled
     client = MemoryClient(settings)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            memories = client.memories(DEMO_USER)
-            if memories:
-                time.sleep(1.0)  # let the rest of the batch land
+            snapshots = client.snapshots(DEMO_USER, DEMO_SESSION)
+            finished = [s.get("extractions", {}) for s in snapshots]
+            if snapshots and all(kind in done for done in finished for kind in enabled):
+                failures = [d[k]["failure"] for d in finished for k in enabled if d[k]["failure"]]
+                if failures:
+                    raise RuntimeError(f"extraction failed: {failures[0]}")
                 return client.memories(DEMO_USER)
-            if client._db["dead_letters"].count_documents({}):
-                raise RuntimeError(
-                    "extraction dead-lettered the demo snapshot: "
-                    + str(client._db["dead_letters"].find_one()["reason"])
-                )
             time.sleep(0.5)
-        raise TimeoutError(f"no memories after {timeout:.0f}s (see the worker logs)")
+        raise TimeoutError(f"extraction did not finish in {timeout:.0f}s (see the worker logs)")
     finally:
         asyncio.run(client.close())  # closes the MongoDB connection (no producer was started)
 

@@ -126,6 +126,11 @@ class StageProcess:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def terminate(self) -> None:
+        """Ask the worker to shut down (SIGTERM) without waiting."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM, wait for a clean shutdown, SIGKILL after `timeout` seconds."""
         if self._proc is None or self._proc.poll() is not None:
@@ -196,8 +201,7 @@ class Pipeline:
 
     def stop(self) -> None:
         for process in self.processes.values():
-            if process.running and process._proc is not None:
-                process._proc.send_signal(signal.SIGTERM)
+            process.terminate()  # all at once, so they shut down in parallel
         for process in self.processes.values():
             process.stop()
 

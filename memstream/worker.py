@@ -56,7 +56,10 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
 
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
-        client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+        # A bounded socket timeout turns a hung operation into a retried NetworkTimeout.
+        client: MongoClient[dict[str, Any]] = MongoClient(
+            settings.mongodb.uri, tz_aware=True, socketTimeoutMS=30_000
+        )
         return create_projector_app(streams, client[settings.mongodb.database])
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
@@ -82,7 +85,11 @@ def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
             print(f"{READY_MARKER} {stage}", file=sys.stderr, flush=True)
 
     logging.basicConfig(
-        level=loglevel.upper(), format=f"%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
+        level=logging.WARNING,
+        format=f"%(asctime)s {stage} %(levelname)s %(name)s: %(message)s",
+        force=True,  # the CLI configured logging already
     )
+    for ours in ("events", "handlers", "streams", "projections", "memstream"):
+        logging.getLogger(ours).setLevel(loglevel.upper())
     worker = faust.Worker(app, loglevel=loglevel, override_logging=False, quiet=True)
     worker.execute_from_commandline()

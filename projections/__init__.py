@@ -9,10 +9,15 @@ from pymongo.database import Database
 from events.codec import AnyEvent
 from events.dead_letters import InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
-from events.snapshots import SnapshotPromoted
+from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
 from projections.memories import project_memory_event
-from projections.short_term import project_dead_letter, project_snapshot, project_turn
+from projections.short_term import (
+    project_dead_letter,
+    project_extraction,
+    project_snapshot,
+    project_turn,
+)
 from projections.store import ensure_indexes
 
 
@@ -24,6 +29,8 @@ def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
         project_snapshot(db, event)
     elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
         project_memory_event(db, event)
+    elif isinstance(event, SnapshotExtracted):
+        project_extraction(db, event)
     elif isinstance(event, InputDeadLettered):
         project_dead_letter(db, event)
 

@@ -7,7 +7,7 @@ from typing import Any
 from pymongo.database import Database
 
 from events.dead_letters import InputDeadLettered
-from events.snapshots import SnapshotPromoted
+from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
 from handlers.extraction.transcript import transcript_of
 from projections.profiles import apply_user_name
@@ -69,3 +69,21 @@ def _raw_history(snapshot: SnapshotPromoted) -> str | None:
         return transcript_of(snapshot).text
     except ValueError:  # e.g. the caller gave the current user two different names
         return None
+
+
+def project_extraction(db: Db, finished: SnapshotExtracted) -> None:
+    """Record on the snapshot that one memory type's extraction finished (idempotent `$set`)."""
+    db[SNAPSHOTS].update_one(
+        {"_id": finished.snapshot_id},
+        {
+            "$set": {
+                f"extractions.{finished.memory_type}": {
+                    "memory_ids": list(finished.memory_ids),
+                    "attempts": finished.attempts,
+                    "failure": finished.failure,
+                    "at": finished.occurred_at,
+                }
+            }
+        },
+        upsert=True,
+    )

@@ -19,10 +19,11 @@ import orjson
 from faust.types import EventT
 
 from events.codec import EventDecodeError, decode, encode
-from events.snapshots import SnapshotPromoted
+from events.memories import MemoryAdded
+from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers.extraction.base import Extractor, extract
 from handlers.ports import ChatModel, Embedder, ProviderUnavailable
-from handlers.reconcile import additions
+from handlers.reconcile import additions, extraction_finished
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
 from streams.settings import Clock, StreamSettings, utc_now
@@ -68,6 +69,7 @@ def create_extraction_app(
             lambda: extract(extractor, snapshot, llm, attempts=settings.llm_attempts),
             snapshot.event_id,
         )
+        added: list[MemoryAdded] = []
         if outcome.failure:
             await dead_letter(dead_letters, event, stage=stage, reason=outcome.failure, clock=clock)
         else:
@@ -77,17 +79,24 @@ def create_extraction_app(
                 if texts
                 else []
             )
-            for memory_event in additions(
+            added = additions(
                 snapshot, extractor.memory_type, outcome.memories, vectors, now=clock()
-            ):
-                key = memory_event.key.encode()
-                await (await memories.send(key=key, value=encode(memory_event), force=True))
-            log.info(
-                "snapshot %s: %d %s memories",
-                snapshot.event_id,
-                len(outcome.memories),
-                extractor.memory_type,
             )
+        finished = extraction_finished(
+            snapshot,
+            extractor.memory_type,
+            added,
+            attempts=outcome.attempts,
+            failure=outcome.failure,
+            now=clock(),
+        )
+        outgoing: list[MemoryAdded | SnapshotExtracted] = [*added, finished]
+        for memory_event in outgoing:
+            key = memory_event.key.encode()
+            await (await memories.send(key=key, value=encode(memory_event), force=True))
+        log.info(
+            "snapshot %s: %d %s memories", snapshot.event_id, len(added), extractor.memory_type
+        )
         seen[snapshot.session_id] = snapshot.seq
         progress[event.key] = orjson.dumps(seen)
 

@@ -54,6 +54,7 @@ def create_projector_app(
                 where = f"{message.topic}[{message.partition}]@{message.offset}"
                 log.warning("not projected %s: %s", where, exc)
                 continue
+            log.debug("projecting %s %s", decoded.event_type, decoded.event_id)
             try:
                 await _project_patiently(db, decoded)
             except Exception as exc:  # not an outage: keep the event visible, go on

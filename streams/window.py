@@ -55,7 +55,7 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
             window, command, offset=event.message.offset, now=clock(), policy=settings.window
         )
         if decision.ignored:
-            log.debug("ignored %s for %s: %s", command.event_type, command.key, decision.ignored)
+            log.info("ignored %s for %s: %s", command.event_type, command.key, decision.ignored)
             return
         if decision.snapshot is not None:
             snapshot = decision.snapshot
@@ -82,10 +82,18 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
                 reason = f"internal error: {exc!r}"
                 await dead_letter(dead_letters, event, stage=STAGE, reason=reason, clock=clock)
 
+    resend_after = max(settings.window.idle_timeout.total_seconds(), 1.0)
+
     @app.timer(settings.idle_check_interval.total_seconds())  # type: ignore[untyped-decorator]
     async def request_idle_promotions() -> None:
         if app.rebalancing or app.tables.recovery.in_recovery:  # type: ignore[attr-defined]
             return
+        try:
+            await scan_for_idle_sessions()
+        except Exception:  # the timer must survive whatever one scan ran into
+            log.exception("idle scan failed; the next one runs in %s", settings.idle_check_interval)
+
+    async def scan_for_idle_sessions() -> None:
         now = clock()
         for key, stored in list(windows.items()):
             if not stored:
@@ -94,9 +102,10 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
             if not is_idle(window, now, settings.window):
                 continue
             last = idle_requested.get(key)
-            if last and last[0] == window.seq and time.monotonic() - last[1] < 30:
+            if last and last[0] == window.seq and time.monotonic() - last[1] < resend_after:
                 continue
             idle_requested[key] = (window.seq, time.monotonic())
+            log.info("session %s idle: requesting promotion of window %d", key, window.seq)
             await turns.send(key=key, value=encode(idle_command(window, now)), force=True)
 
     return app

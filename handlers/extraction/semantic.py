@@ -168,18 +168,22 @@ def _attribution(subject: str, statement: str, transcript: Transcript, index: in
         raise InvalidExtraction(f'"facts"[{index}].subject: {exc}') from exc
 
 
-_FIRST_PERSON = re.compile(r"^(i|i'm|i am|i've|i'd|my|me|we|our)\b|^(我|我们)", re.IGNORECASE)
+_FIRST_PERSON = re.compile(
+    r"(?<![\w'-])(I|I'm|I've|I'd|I'll)(?![\w'-])"
+    r"|(?i:^(we|our)\b|\b(my|me|mine|myself)\b)|我"
+)
 
 
 def _in_first_person(statement: str) -> bool:
-    """A statement that opens in the first person copies a message instead of stating a fact."""
-    return _FIRST_PERSON.match(statement.replace("\u2019", "'")) is not None
+    """A statement in the first person copies a message instead of stating a fact."""
+    return _FIRST_PERSON.search(statement.replace("\u2019", "'")) is not None
 
 
 _NARRATION = re.compile(
     r"^(the user|user|the assistant|assistant)\s+(is\s+|was\s+)?"
     r"(asks?|asked|asking|greets?|greeted|greeting|says?|said|saying|thanks?|thanked|thanking|"
-    r"answers?|answered|answering|wants to know|wanted to know|provides tips|understands)\b"
+    r"answers?|answered|answering|repl(y|ies|ied)|replying|respond(s|ed)?|responding|"
+    r"wants to know|wanted to know|provides tips|understands)\b"
     r"|^(用户|助手)(询问|问了|问|打招呼|感谢|回答)",
     re.IGNORECASE,
 )

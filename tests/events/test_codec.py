@@ -22,6 +22,7 @@ from events import (
 )
 from events.codec import EVENT_TYPES, MAX_EVENT_BYTES
 from events.schema import export_schemas, json_schemas
+from handlers.reconcile import extraction_finished
 from tests import factories as f
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -40,6 +41,9 @@ EXAMPLES: dict[str, Any] = {
     "TurnRecorded/tool": lambda: f.turn(role="tool", tool_name="search", content='{"hits": 0}'),
     "SessionFlushRequested": lambda: f.flush(),
     "SessionIdled": lambda: f.idle(2),
+    "SnapshotExtracted": lambda: extraction_finished(
+        f.snapshot(), "semantic", [], attempts=2, failure=None, now=f.CLOCK
+    ),
     "SnapshotPromoted": lambda: f.snapshot(
         turns=[f.turn(name="Tim"), f.turn(role="assistant", content="Noted.")], seq=3
     ),

@@ -17,6 +17,7 @@ from events import (
     MemoryContent,
     MemoryReinforced,
     MemoryUpdated,
+    SnapshotExtracted,
     SnapshotPromoted,
     SnapshotTurn,
     TurnRecorded,
@@ -105,6 +106,16 @@ def history() -> list[AnyEvent]:
             content=content("John is a nurse in Berlin.", subject="John"),
             evidence=evidence(),
         ),
+        SnapshotExtracted(
+            event_id="x1",
+            occurred_at=T0,
+            snapshot_id="snap-1",
+            user_id="tim",
+            session_id="s",
+            memory_type="semantic",
+            memory_ids=("m1", "m2"),
+            attempts=1,
+        ),
         MemoryReinforced(
             event_id="e3",
             occurred_at=T0 + timedelta(minutes=1),
@@ -147,6 +158,9 @@ def test_versions_reinforcement_and_supersession(db: Db) -> None:
     assert db["memories"].count_documents({"memory_id": "m1", "status": "current"}) == 1
     assert db["memory_events"].count_documents({}) == 4
     assert db["turns"].find_one({"_id": "turn-1"})["snapshot_id"] == "snap-1"
+    snapshot = db["snapshots"].find_one({"_id": "snap-1"})
+    assert snapshot["extractions"]["semantic"]["memory_ids"] == ["m1", "m2"]
+    assert snapshot["turn_count"] == 1
 
 
 def test_profile_describes_only_the_current_user(db: Db) -> None:

@@ -96,6 +96,16 @@ def test_two_sessions_promote_by_count_idle_and_flush(pipeline_factory: Any) -> 
     )
     assert memory["status"] == "current" and memory["version"] == 1
     assert memory["evidence"][0]["snapshot_id"] == by_session["a", 0]["_id"]
+    extracted = {
+        (s["session_id"], s["seq"]): s["extractions"]["semantic"]
+        for s in eventually(
+            lambda: pipeline.snapshots(user_id="tim"),
+            lambda s: all("extractions" in x for x in s),
+            what="every snapshot extracted",
+        )
+    }
+    assert extracted["a", 0]["memory_ids"] == [memory["memory_id"]]
+    assert extracted["a", 1]["memory_ids"] == extracted["b", 0]["memory_ids"] == []
     assert len(memory["embedding"]) == pipeline.llm.dims
     assert pipeline.db["memory_events"].count_documents({"memory_id": memory["memory_id"]}) == 1
     profile = pipeline.db["profiles"].find_one({"_id": "tim"})
@@ -234,6 +244,12 @@ def test_invalid_llm_output_is_retried_then_dead_lettered(pipeline_factory: Any)
     assert letters[0]["stage"] == "extract-semantic"
     assert "invalid LLM output" in letters[0]["reason"]
     assert len(pipeline.llm.chat_requests) == 3  # the configured attempts
+    (snapshot,) = eventually(
+        lambda: pipeline.snapshots(user_id="fay"),
+        lambda s: len(s) == 1 and "extractions" in s[0],
+        what="the extraction recorded on the snapshot",
+    )
+    assert "invalid LLM output" in snapshot["extractions"]["semantic"]["failure"]
     assert pipeline.memories(user_id="fay") == []
 
 

@@ -354,3 +354,23 @@ def test_prompt_asks_for_the_conversation_language() -> None:
     english = snapshot(turns=[{"role": "user", "content": "I work at Stripe."}])
     assert "in Chinese" in SemanticExtractor().prompt(chinese)[-1]["content"]
     assert "in English" in SemanticExtractor().prompt(english)[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "The user is a nurse now, I work night shifts in Berlin.",
+        "John says my dog is old.",
+        "用户说我在上海工作。",
+        "The assistant replied with a greeting.",
+    ],
+)
+def test_copied_or_narrating_statements_are_dropped_anywhere(statement: str) -> None:
+    assert parse(answer(fact(statement, subject="the user"))) == []
+
+
+@pytest.mark.parametrize(
+    "statement", ["The user drives on the I-95.", "The user likes Imagine Dragons."]
+)
+def test_capital_i_inside_words_is_not_first_person(statement: str) -> None:
+    assert len(parse(answer(fact(statement)))) == 1
