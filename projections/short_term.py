@@ -35,10 +35,12 @@ def project_turn(db: Db, turn: TurnRecorded) -> None:
 def project_snapshot(db: Db, snapshot: SnapshotPromoted) -> None:
     """Record the promotion (with its raw history in the rendered format) and mark its turns."""
     turn_ids = [turn.turn_id for turn in snapshot.turns]
+    # `$set`, not `$setOnInsert`: the snapshot's extraction record (another topic) may have
+    # created the document first. A snapshot id always names the same turns, so it is idempotent.
     db[SNAPSHOTS].update_one(
         {"_id": snapshot.event_id},
         {
-            "$setOnInsert": {
+            "$set": {
                 "user_id": snapshot.user_id,
                 "session_id": snapshot.session_id,
                 "agent_id": snapshot.agent_id,

@@ -13,7 +13,7 @@ from typing import Any
 
 import faust
 from pymongo.database import Database
-from pymongo.errors import ConnectionFailure
+from pymongo.errors import ConnectionFailure, OperationFailure
 
 from events.codec import AnyEvent, EventDecodeError, decode
 from projections import ensure_indexes, project
@@ -24,6 +24,7 @@ from streams.settings import Clock, StreamSettings, utc_now
 log = logging.getLogger(__name__)
 STAGE = "projector"
 MAX_BACKOFF_SECONDS = 30.0
+MAX_TRANSIENT_FAILURES = 5
 
 
 def create_projector_app(
@@ -67,13 +68,29 @@ def create_projector_app(
 
 
 async def _project_patiently(db: Database[dict[str, Any]], event: AnyEvent) -> None:
-    """Project one event, waiting out database outages (connection failures) with back-off."""
+    """Project one event, waiting out database outages with back-off.
+
+    Connection failures are retried for as long as they last; an operation the server failed
+    for a transient reason is retried a few times; anything else is raised to the caller.
+    """
     backoff = 0.5
+    transient_failures = 0
     while True:
         try:
             await asyncio.to_thread(project, db, event)
             return
         except ConnectionFailure as exc:
             log.warning("projecting %s: %s; retrying in %.1fs", event.event_id, exc, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+        except OperationFailure as exc:
+            transient_failures += 1
+            if not _transient(exc) or transient_failures > MAX_TRANSIENT_FAILURES:
+                raise
+            log.warning("projecting %s: %s; retrying in %.1fs", event.event_id, exc, backoff)
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+
+def _transient(exc: OperationFailure) -> bool:
+    """A server-side failure worth another try (internal errors, retryable-write labels)."""
+    retryable = exc.has_error_label("RetryableWriteError")
+    return retryable or exc.has_error_label("TransientTransactionError") or exc.code in (1, 11600)

@@ -201,3 +201,15 @@ def test_rebuild_from_the_log_equals_the_live_model(db: Db, mongo: Any) -> None:
     finally:
         client.drop_database(rebuilt.name)
         client.close()
+
+
+def test_extraction_record_before_its_snapshot_still_gives_a_whole_snapshot(db: Db) -> None:
+    events = history()
+    snapshot = next(e for e in events if isinstance(e, SnapshotPromoted))
+    extracted = next(e for e in events if isinstance(e, SnapshotExtracted))
+    project(db, extracted)  # the memories topic was read before the snapshots topic
+    project(db, snapshot)
+    document = db["snapshots"].find_one({"_id": snapshot.event_id})
+    assert document is not None
+    assert (document["user_id"], document["turn_count"]) == ("tim", 1)
+    assert document["extractions"]["semantic"]["memory_ids"] == ["m1", "m2"]

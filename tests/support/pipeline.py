@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from pymongo import MongoClient
 from pymongo.database import Database
+from pymongo.errors import OperationFailure
 
 from memstream.config import Settings, load_settings
 from memstream.runtime import TANSU_ENVIRONMENT, Pipeline, pipeline_stages
@@ -113,10 +114,16 @@ def eventually(
 ) -> T:
     """Poll `probe()` until `check` accepts its value; fail with the last value seen."""
     deadline = time.monotonic() + timeout
-    value = probe()
-    while not check(value):
+    while True:
+        try:
+            value = probe()
+        except OperationFailure:  # SecantusDB (beta) answers "internal error" under load
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
+        if check(value):
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {value!r}")
         time.sleep(0.2)
-        value = probe()
-    return value
