@@ -45,10 +45,6 @@ class Infrastructure:
     servers: list[LoopbackServer] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def embedded(self) -> bool:
-        return bool(self.servers)
-
 
 @contextmanager
 def infrastructure(
