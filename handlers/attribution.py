@@ -15,6 +15,7 @@ is: the user's name wins over a speaker of the same name, and nothing is guessed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -120,3 +121,98 @@ def with_user_as_subject(statement: str, user_name: str | None) -> str:
         return statement
     rest = statement[len(user_name) :]
     return ("The user" if rest.startswith((" ", "'")) else "用户") + rest
+
+
+_WORD = re.compile(r"[^\W\d_]{3,}|\d+", re.UNICODE)
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
+_STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "have",
+        "has",
+        "had",
+        "are",
+        "was",
+        "were",
+        "will",
+        "would",
+        "can",
+        "could",
+        "his",
+        "her",
+        "their",
+        "them",
+        "they",
+        "she",
+        "him",
+        "who",
+        "whom",
+        "what",
+        "when",
+        "where",
+        "which",
+        "also",
+        "very",
+        "just",
+        "now",
+        "user",
+        "assistant",
+        "is",
+        "am",
+        "be",
+        "been",
+        "being",
+        "does",
+        "did",
+        "not",
+    ]
+)
+
+
+def evidence_terms(text: str, *, ignore: Iterable[str] = ()) -> set[str]:
+    """Content terms of a text, for checking that a fact rests on what someone said.
+
+    Latin words of 3+ letters (cut to 5 letters, a crude stem: "teaches"/"teacher" → "teach"),
+    numbers, and character pairs of Chinese runs; stopwords and the names in `ignore` left out.
+    """
+    skipped = {name.casefold() for name in ignore}
+    terms: set[str] = set()
+    for word in _WORD.findall(text.casefold()):
+        if _CJK_RUN.fullmatch(word):
+            continue
+        if word not in _STOPWORDS and word not in skipped:
+            terms.add(word[:5])
+    for run in _CJK_RUN.findall(text):
+        for name in skipped:
+            run = run.replace(name, " ")
+        terms.update(run[i : i + 2] for i in range(len(run) - 1) if " " not in run[i : i + 2])
+    terms.discard("用户")
+    terms.discard("助手")
+    return terms
+
+
+EVIDENCE_SHARE = 0.25
+"""The share of a statement's content terms that must appear in the messages it rests on."""
+
+
+def rests_on(statement: str, evidence: Iterable[str], *, names: Iterable[str]) -> bool:
+    """Whether enough of a statement's content terms appear in the messages it should rest on.
+
+    A quarter is enough for a paraphrase ("The user is a maths teacher." / "I teach maths") and
+    too much for a common word alone ("工作" in someone else's question). A statement with no
+    content terms of its own cannot be judged and counts as resting.
+    """
+    names = list(names)
+    claimed = evidence_terms(statement, ignore=names)
+    if not claimed:
+        return True
+    said: set[str] = set()
+    for text in evidence:
+        said |= evidence_terms(text, ignore=names)
+    return len(claimed & said) >= EVIDENCE_SHARE * len(claimed)

@@ -17,6 +17,7 @@ from events.snapshots import SnapshotPromoted
 from handlers.attribution import (
     Attribution,
     canonical_subject,
+    rests_on,
     subject_in_statement,
     with_user_as_subject,
 )
@@ -196,10 +197,20 @@ def _narrates_the_conversation(statement: str) -> bool:
 
 def _grounded(attribution: Attribution, statement: str, transcript: Transcript) -> bool:
     """Whether the fact can stand: a person it names takes part in or is named in the
-    conversation (an example's placeholder or an invented name does not), and an assistant fact
-    says what the assistant did ("The assistant recommended …") instead of copying its reply."""
-    if attribution.kind == "third_party":
-        return attribution.subject.casefold() in transcript.text.casefold()
+    conversation (an example's placeholder or an invented name does not), what it says rests on
+    that person's own messages (the user's allergy is not John's because it came right after
+    John spoke), and an assistant fact says what the assistant did ("The assistant recommended
+    …") instead of copying its reply."""
+    if attribution.kind == "third_party" and (
+        attribution.subject.casefold() not in transcript.text.casefold()
+    ):
+        return False
+    names = [attribution.subject, *transcript.speaker_names]
+    if transcript.user_name:
+        names.append(transcript.user_name)
+    evidence = transcript.evidence_for(attribution.subject, attribution.kind)
+    if not rests_on(statement, evidence, names=names):
+        return False
     if attribution.kind == "assistant":
         opening = subject_in_statement(
             statement, user_name=transcript.user_name, speaker_names=transcript.speaker_names

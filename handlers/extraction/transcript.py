@@ -17,6 +17,22 @@ class Transcript:
     user_name: str | None
     speaker_names: frozenset[str]
     language: Language
+    messages: tuple[ChatMessage, ...] = ()
+
+    def evidence_for(self, subject: str, kind: str) -> list[str]:
+        """The messages a fact about `subject` must rest on: the current user's own messages
+        (and the AI's, which restate them); a speaker's own messages and any message naming
+        them; the AI assistant's messages."""
+        if kind == "current_user":
+            return [m.content for m in self.messages if m.role == "user" or m.name is None]
+        if kind == "assistant":
+            return [m.content for m in self.messages if m.role == "assistant" and not m.name]
+        named = subject.casefold()
+        return [
+            m.content
+            for m in self.messages
+            if (m.name or "").casefold() == named or named in m.content.casefold()
+        ]
 
 
 def transcript_of(snapshot: SnapshotPromoted) -> Transcript:
@@ -32,4 +48,5 @@ def transcript_of(snapshot: SnapshotPromoted) -> Transcript:
         user_name=user_names[0] if user_names else None,
         speaker_names=speakers,
         language=conversation_language(messages),
+        messages=tuple(messages),
     )

@@ -21,10 +21,23 @@ EXTRACTOR = SemanticExtractor()
 def multi_speaker() -> SnapshotPromoted:
     return snapshot(
         turns=[
-            {"name": "Tim", "content": "I work at Stripe."},
-            {"role": "assistant", "name": "John", "content": "I am a nurse in Berlin."},
+            # Every statement a test below parses must rest on its subject's own messages.
+            {
+                "name": "Tim",
+                "content": "I work at Stripe. Fact: I live in Lisbon, I like tea and"
+                " coffee, I drive on the I-95 and I like Imagine Dragons.",
+            },
+            {
+                "role": "assistant",
+                "name": "John",
+                "content": "I am a nurse in Berlin. I like"
+                " coffee too, and I work at Stripe as well: fact.",
+            },
             {"role": "assistant", "content": "Here is a packing list: passport, charger."},
-            {"content": "My sister Maria and my brother Ian visit next week."},
+            {
+                "content": "My sister Maria and my brother Ian visit next week. Maria lives in"
+                " Berlin, a fact."
+            },
         ]
     )
 
@@ -229,7 +242,9 @@ def test_profile_field_is_kept_for_the_current_user() -> None:
 
 @pytest.mark.parametrize("subject", ["John", "assistant", "Maria"])
 def test_profile_field_is_dropped_for_other_subjects(subject: str) -> None:
-    statement = "The assistant suggested Berlin." if subject == "assistant" else "Lives in Berlin."
+    statement = (
+        "The assistant suggested a packing list." if subject == "assistant" else "Lives in Berlin."
+    )
     (memory,) = parse(answer(fact(statement, subject=subject, profile_field="location")))
     assert memory.attributes == {}
 
@@ -374,3 +389,44 @@ def test_copied_or_narrating_statements_are_dropped_anywhere(statement: str) -> 
 )
 def test_capital_i_inside_words_is_not_first_person(statement: str) -> None:
     assert len(parse(answer(fact(statement)))) == 1
+
+
+def demo_party() -> SnapshotPromoted:
+    return snapshot(
+        turns=[
+            {"name": "Tim", "content": "I just moved to Lisbon and I work at Stripe."},
+            {"role": "assistant", "name": "John", "content": "I'm John. I'm a nurse in Berlin."},
+            {"role": "assistant", "content": "Nice to meet you, John! Tim, anything else?"},
+            {"content": "Yes: I'm allergic to peanuts."},
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("subject", "statement", "kept_as"),
+    [
+        ("John", "John is allergic to peanuts.", None),  # the user's allergy, said after John
+        ("the user", "The user is a nurse in Berlin.", None),  # John's job
+        ("the user", "The user is allergic to peanuts.", "the user"),
+        ("John", "John is a nurse in Berlin.", "John"),
+        ("the user", "The user lives in Lisbon.", "the user"),
+    ],
+)
+def test_a_fact_must_rest_on_its_subjects_own_messages(
+    subject: str, statement: str, kept_as: str | None
+) -> None:
+    memories = parse(answer(fact(statement, subject=subject)), demo_party())
+    assert [m.subject for m in memories] == ([kept_as] if kept_as else [])
+
+
+def test_a_chinese_fact_must_rest_on_its_subjects_own_messages() -> None:
+    chinese = snapshot(
+        turns=[
+            {"name": "王芳", "content": "李雷，你现在在哪里工作？我在银行上班。"},
+            {"role": "assistant", "name": "李雷", "content": "我是医生，在上海的一家医院工作。"},
+        ]
+    )
+    doctor = answer(fact("用户是一名医生，在上海的一家医院工作。", subject="the user"))
+    banker = answer(fact("用户在银行上班。", subject="the user"))
+    assert parse(doctor, chinese) == []
+    assert [m.text for m in parse(banker, chinese)] == ["用户在银行上班。"]

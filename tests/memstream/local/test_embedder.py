@@ -1,5 +1,3 @@
-# The Chinese test sentences use full-width punctuation on purpose.
-# ruff: noqa: RUF001
 """The local embedder loads offline, keeps its dimension, and ranks paraphrases first."""
 
 from __future__ import annotations
