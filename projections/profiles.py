@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from contextlib import suppress
 from datetime import datetime
-from typing import Any
 
-from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from events.memories import MemoryAdded, MemoryUpdated
 from events.turns import TurnRecorded
-from projections.store import PROFILES
+from projections.store import PROFILES, Db
 
-Db = Database[dict[str, Any]]
 CURRENT_USER = "the user"
 
 

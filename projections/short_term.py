@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pymongo.database import Database
-
 from events.dead_letters import InputDeadLettered
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
 from handlers.extraction.transcript import transcript_of
 from projections.profiles import apply_user_name
-from projections.store import DEAD_LETTERS, SNAPSHOTS, TURNS
-
-Db = Database[dict[str, Any]]
+from projections.store import DEAD_LETTERS, SNAPSHOTS, TURNS, Db
 
 
 def project_turn(db: Db, turn: TurnRecorded) -> None:

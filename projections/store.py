@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.database import Database
+
+Db = Database[dict[str, Any]]
+"""The read model's database, as the projections see it."""
 
 MEMORIES = "memories"
 MEMORY_EVENTS = "memory_events"
@@ -38,7 +43,7 @@ INDEXES: dict[str, list[IndexModel]] = {
 }
 
 
-def ensure_indexes(db: Database) -> None:  # type: ignore[type-arg]
+def ensure_indexes(db: Db) -> None:
     """Create the read model's indexes (idempotent)."""
     for collection, indexes in INDEXES.items():
         db[collection].create_indexes(indexes)

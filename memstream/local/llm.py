@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+from memstream.servers import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -314,13 +315,6 @@ def llama_cpp_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _die_with_parent_hook() -> Callable[[], None] | None:
     """On Linux, a hook that makes the child get SIGTERM when this process dies, so a killed
     parent never leaves a server holding 1-2 GB and both cores. Only from the main thread: the
@@ -377,7 +371,7 @@ class LocalLLMServer:
         self.model_path = Path(model_path)
         self.alias = alias
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
         self.log_path = log_path or Path(tempfile.gettempdir()) / f"memstream-llm-{self.port}.log"
