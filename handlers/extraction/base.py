@@ -47,7 +47,8 @@ async def extract(
     Transport errors (LLM unreachable) propagate: the caller retries those without consuming the
     snapshot, so an outage never turns into dead letters.
     """
-    messages = extractor.prompt(snapshot)
+    prompt = extractor.prompt(snapshot)
+    messages = prompt
     reason = ""
     answer = ""
     for attempt in range(1, attempts + 1):
@@ -56,7 +57,7 @@ async def extract(
             return ExtractionOutcome(tuple(extractor.parse(answer, snapshot)), attempt)
         except InvalidExtraction as exc:
             reason = str(exc)
-            messages = [*extractor.prompt(snapshot), *_correction(answer, reason)]
+            messages = [*prompt, *_correction(answer, reason)]
     return ExtractionOutcome(
         (), attempts, failure=f"invalid LLM output: {reason}", last_answer=answer
     )
