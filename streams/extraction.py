@@ -2,7 +2,8 @@
 
 The agent only wires: skip snapshots this type already extracted (a per-user table of the last
 extracted seq of each session), run the extractor with retries, embed, reconcile, send the memory
-events (waiting for acks), then record progress. Invalid LLM output after the retries is
+events (waiting for acks), then record progress. A `PartitionGuard` admits each snapshot record once
+and in order, rewinding over records the consumer skipped. Invalid LLM output after the retries is
 dead-lettered with the reason; an unavailable LLM or embedder is retried with back-off and never
 dead-letters.
 """
@@ -26,6 +27,7 @@ from handlers.ports import ChatModel, Embedder, ProviderUnavailable
 from handlers.reconcile import additions, extraction_finished
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
+from streams.progress import PartitionGuard
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ def create_extraction_app(
         key_type=bytes,
         value_type=bytes,
     )
+    guard = PartitionGuard(app, progress, stage=stage)
 
     async def apply(event: EventT[bytes]) -> None:
         try:
@@ -103,12 +106,15 @@ def create_extraction_app(
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
+            if not await guard.admit(event):
+                continue
             try:
                 await apply(event)
             except Exception as exc:  # a bug or an unusable answer must not stop the stream
                 log.exception("extraction failed on %s", event.message)
                 reason = f"extraction failed: {exc!r}"
                 await dead_letter(dead_letters, event, stage=stage, reason=reason, clock=clock)
+            guard.applied(event)
 
     return app
 

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 import faust
+from faust.types import EventT
 from pymongo.database import Database
 from pymongo.errors import ConnectionFailure, OperationFailure
 
@@ -19,6 +20,7 @@ from events.codec import AnyEvent, EventDecodeError, decode
 from projections import ensure_indexes, project
 from streams.app import faust_app
 from streams.dead_letters import dead_letter_record
+from streams.progress import PartitionGuard
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,14 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
+    applied_offsets = app.Table(
+        "applied-offsets",
+        default=None,
+        partitions=settings.partitions,
+        key_type=bytes,
+        value_type=bytes,
+    )
+    guard = PartitionGuard(app, applied_offsets, stage=STAGE)
 
     @app.task  # type: ignore[untyped-decorator]
     async def prepare_indexes() -> None:
@@ -48,23 +58,31 @@ def create_projector_app(
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
-            message = event.message
-            try:
-                decoded = decode(event.value)
-            except EventDecodeError as exc:
-                where = f"{message.topic}[{message.partition}]@{message.offset}"
-                log.warning("not projected %s: %s", where, exc)
+            if not await guard.admit(event):
                 continue
-            log.debug("projecting %s %s", decoded.event_type, decoded.event_id)
-            try:
-                await _project_patiently(db, decoded)
-            except Exception as exc:  # not an outage: keep the event visible, go on
-                log.exception("projecting %s failed", decoded.event_id)
-                reason = f"projection failed: {exc!r}"
-                record = dead_letter_record(event, stage=STAGE, reason=reason, now=clock())
-                await asyncio.to_thread(project, db, record)
+            await _project_record(db, event, clock)
+            guard.applied(event)
 
     return app
+
+
+async def _project_record(db: Database[dict[str, Any]], event: EventT[bytes], clock: Clock) -> None:
+    """Project one record; an undecodable one is only logged, a refused one is dead-lettered."""
+    message = event.message
+    try:
+        decoded = decode(event.value)
+    except EventDecodeError as exc:
+        where = f"{message.topic}[{message.partition}]@{message.offset}"
+        log.warning("not projected %s: %s", where, exc)
+        return
+    log.debug("projecting %s %s", decoded.event_type, decoded.event_id)
+    try:
+        await _project_patiently(db, decoded)
+    except Exception as exc:  # not an outage: keep the event visible, go on
+        log.exception("projecting %s failed", decoded.event_id)
+        reason = f"projection failed: {exc!r}"
+        record = dead_letter_record(event, stage=STAGE, reason=reason, now=clock())
+        await asyncio.to_thread(project, db, record)
 
 
 async def _project_patiently(db: Database[dict[str, Any]], event: AnyEvent) -> None:

@@ -2,8 +2,10 @@
 
 The agent only wires: decode the record, `handlers.window.decide`, send the snapshot (waiting for
 the broker's ack), then store the window. A crash between the two re-promotes the same seq, which
-has the same snapshot id, so downstream recognises the duplicate. The idle timer runs on every
-worker over the windows of its own partitions and routes its decision through the turns topic.
+has the same snapshot id, so downstream recognises the duplicate. A `PartitionGuard` admits each
+turns-topic record once and in order, rewinding over records the consumer skipped. The idle timer
+runs on every worker over the windows of its own partitions and routes its decision through the
+turns topic.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.window import SessionWindow, decide, idle_command, is_idle
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
+from streams.progress import PartitionGuard, is_progress_key
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,7 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         key_type=bytes,
         value_type=bytes,
     )
+    guard = PartitionGuard(app, windows, stage=STAGE)
     idle_requested: dict[bytes, tuple[int, float]] = {}
 
     async def apply(event: EventT[bytes]) -> None:
@@ -75,12 +79,15 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
+            if not await guard.admit(event):
+                continue
             try:
                 await apply(event)
             except Exception as exc:  # a bug must not stop the stream: set the record aside
                 log.exception("window failed on %s", event.message)
                 reason = f"internal error: {exc!r}"
                 await dead_letter(dead_letters, event, stage=STAGE, reason=reason, clock=clock)
+            guard.applied(event)
 
     resend_after = max(settings.window.idle_timeout.total_seconds(), 1.0)
 
@@ -96,7 +103,7 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
     async def scan_for_idle_sessions() -> None:
         now = clock()
         for key, stored in list(windows.items()):
-            if not stored:
+            if not stored or is_progress_key(key):
                 continue
             window = SessionWindow.model_validate_json(stored)
             if not is_idle(window, now, settings.window):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -162,6 +163,83 @@ def test_worker_killed_mid_session_loses_and_duplicates_no_turn(pipeline_factory
             s["seq"] for s in pipeline.snapshots(user_id="ann", session_id=snapshot["session_id"])
         ]
         assert seqs == list(range(len(seqs)))
+
+
+def test_a_turn_the_consumer_committed_past_is_still_promoted(pipeline_factory: Any) -> None:
+    """Faust can acknowledge a record without applying it (around a rebalance) and commit past
+    it. Recreate that: while the window worker is down, commit its group past a new turn."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.structs import OffsetAndMetadata
+
+    from memstream.worker import stream_settings
+
+    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_MAX_MESSAGES="10")
+    kafka = pipeline.settings.kafka
+    topic = kafka.topics.turns
+    pipeline.record("cy", "s", [{"role": "user", "content": f"early {i}"} for i in range(2)])
+    eventually(
+        lambda: pipeline.db["turns"].count_documents({"user_id": "cy"}),
+        lambda n: n == 2,
+        what="the first turns projected",
+    )
+
+    async def offset_of(content: str) -> tuple[TopicPartition, int]:
+        """Where a turn landed (read back: Tansu's end offsets are not exact)."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap_servers, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(kafka.partitions)])
+            while True:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for tp, records in batches.items():
+                    for record in records:
+                        if record.value is not None and content.encode() in record.value:
+                            return tp, record.offset
+        finally:
+            await consumer.stop()
+
+    class AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
+        name = "faust"  # the group's protocol: Tansu keeps it while the group is empty
+        version = 4
+
+    async def commit(tp: TopicPartition, offset: int) -> None:
+        """Commit as a member of the window's group (Tansu refuses commits from non-members)."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap_servers,
+            group_id=stream_settings(pipeline.settings).group("window"),
+            partition_assignment_strategy=(AsFaust,),
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )
+        await consumer.start()
+        try:
+            consumer.subscribe([topic])
+            while tp not in consumer.assignment():
+                await consumer.getmany(timeout_ms=200)
+            await consumer.commit({tp: OffsetAndMetadata(offset, "")})
+        finally:
+            await consumer.stop()
+
+    window = pipeline.pipeline.processes["window"]
+    time.sleep(2)  # the worker commits what it applied
+    window.stop()
+    pipeline.record("cy", "s", [{"role": "user", "content": f"late {i}"} for i in range(2)])
+    tp, offset = asyncio.run(asyncio.wait_for(offset_of("late 0"), 60))
+    asyncio.run(commit(tp, offset + 1))  # past "late 0", which no worker has applied
+    window.start()
+    pipeline.pipeline.wait_ready(180, ["window"])
+    pipeline.flush("cy", "s")
+
+    snapshots = eventually(
+        lambda: pipeline.snapshots(user_id="cy"), lambda s: len(s) == 1, what="the snapshot"
+    )
+    contents = {t["_id"]: t["content"] for t in pipeline.db["turns"].find({"user_id": "cy"})}
+    promoted = [contents[tid] for tid in snapshots[0]["turn_ids"]]
+    assert promoted == ["early 0", "early 1", "late 0", "late 1"]
 
 
 def test_extraction_worker_killed_duplicates_no_memory(pipeline_factory: Any) -> None:
@@ -325,6 +403,7 @@ def test_multi_speaker_facts_keep_their_subjects_and_owners(pipeline_factory: An
         lambda p: p is not None and "employer" in p["fields"],
         what="profile",
     )
+    assert profile is not None
     assert profile["fields"]["name"]["value"] == "Tim"
     assert profile["fields"]["employer"]["value"] == "The user works at Stripe."
     assert set(profile["fields"]) == {"name", "employer"}
