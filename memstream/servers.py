@@ -153,7 +153,8 @@ class LoopbackServer:
     """A child process listening on 127.0.0.1:``port`` with its output in a log file.
 
     Subclasses provide :meth:`_command` and :meth:`_is_ready`, and may override
-    :meth:`_prepare` (runs before each start), :meth:`_env` and the class attributes.
+    :meth:`_prepare` (runs before each start), :meth:`_env`, :meth:`_preexec_fn` and the class
+    attributes.
 
     ``workdir`` holds the log file (``<name>.log``) and any state; when it is ``None`` a temporary
     folder is created and removed again by :meth:`cleanup` / leaving the ``with`` block. ``stop()``
@@ -206,6 +207,11 @@ class LoopbackServer:
         """Environment for the child (``None`` = inherit)."""
         return None
 
+    def _preexec_fn(self) -> Callable[[], None] | None:
+        """Called in the thread that spawns the child; what it returns runs in the child just
+        before ``exec`` (``subprocess.Popen(preexec_fn=...)``). ``None`` = nothing."""
+        return None
+
     # -- public API ---------------------------------------------------------------------------
 
     @property
@@ -244,6 +250,7 @@ class LoopbackServer:
                     stderr=subprocess.STDOUT,
                     env=None if env is None else dict(env),
                     start_new_session=True,
+                    preexec_fn=self._preexec_fn(),
                 )
             _live.add(self)
             try:

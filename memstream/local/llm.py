@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,10 +33,9 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import IO
+from typing import Self
 
-from memstream.servers import free_port
+from memstream.servers import LoopbackServer, ServerStartError, free_port
 
 logger = logging.getLogger(__name__)
 
@@ -344,13 +342,20 @@ def _default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class LocalLLMServer:
+class LocalLLMServer(LoopbackServer):
     """``python -m llama_cpp.server`` for one GGUF file, as a child process on 127.0.0.1.
 
-    Use as a context manager, or call `start` and `stop`. Its output goes to `log_path`
-    (a file, never an unread pipe); a failed start raises `LocalLLMUnavailable` with the log's
-    last lines.
+    A :class:`~memstream.servers.LoopbackServer`: use it as a context manager, or call `start`
+    and `stop`. Its output goes to `log_path` (a file, never an unread pipe): the given one,
+    else ``local-llm.log`` in a temporary folder that leaving the ``with`` block (or `cleanup`)
+    removes. The child runs in that folder. A failed start raises `LocalLLMUnavailable` with
+    the log's last lines.
     """
+
+    name = "local-llm"
+    startup_timeout_default = 120.0
+    stop_timeout_default = 10.0
+    poll_interval = 0.25
 
     def __init__(
         self,
@@ -368,34 +373,36 @@ class LocalLLMServer:
         env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
+        super().__init__(
+            None if log_path is None else Path(log_path).parent,
+            port=port or free_port(host),
+            startup_timeout=startup_timeout,
+        )
+        if log_path is not None:
+            self.log_path = Path(log_path)
         self.model_path = Path(model_path)
         self.alias = alias
         self.host = host
-        self.port = port or free_port(host)
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
-        self.log_path = log_path or Path(tempfile.gettempdir()) / f"memstream-llm-{self.port}.log"
-        self.startup_timeout = startup_timeout
         self._python = python
         self._server_module = server_module
-        self._env = dict(env or {})
+        self._extra_env = dict(env or {})
         self._extra_args = tuple(extra_args)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
         """The OpenAI-compatible base URL (ends in ``/v1``)."""
-        return f"http://{self.host}:{self.port}/v1"
+        return f"http://{self.address}/v1"
 
     @property
     def model(self) -> str:
         """The model name to send in requests."""
         return self.alias
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     def command(self) -> list[str]:
         """The command line the server is started with."""
@@ -404,7 +411,8 @@ class LocalLLMServer:
             "-m",
             self._server_module,
             "--model",
-            str(self.model_path),
+            # absolute: the child runs in the log's folder, not in this process's
+            str(self.model_path.absolute()),
             "--model_alias",
             self.alias,
             "--host",
@@ -418,10 +426,16 @@ class LocalLLMServer:
             *self._extra_args,
         ]
 
-    def start(self) -> LocalLLMServer:
+    def start(self) -> Self:
         """Start the server and wait until it answers ``GET /v1/models`` (bounded)."""
-        if self.running:
-            return self
+        try:
+            return super().start()
+        except ServerStartError as exc:
+            raise LocalLLMUnavailable(
+                f"the local LLM server did not answer {self.base_url}/models: {exc}"
+            ) from exc
+
+    def _prepare(self) -> None:
         package = self._server_module.split(".")[0]
         if importlib.util.find_spec(package) is None:
             raise LocalLLMUnavailable(
@@ -431,91 +445,22 @@ class LocalLLMServer:
         if not self.model_path.is_file():
             raise LocalLLMUnavailable(f"model file not found: {self.model_path}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
-        environment = {**os.environ, "HF_HUB_OFFLINE": "1", **self._env}
-        started = time.perf_counter()
-        logger.info(
-            "starting local LLM %s on %s (log: %s)", self.alias, self.base_url, self.log_path
-        )
-        self._process = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=environment,
-            start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),
-        )
-        try:
-            self._wait_until_ready()
-        except BaseException:
-            self.stop()
-            raise
-        logger.info("local LLM %s ready in %.1f s", self.alias, time.perf_counter() - started)
-        return self
 
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            process = self._process
-            assert process is not None
-            code = process.poll()
-            if code is not None:
-                raise LocalLLMUnavailable(
-                    f"the local LLM server exited with code {code} while starting; "
-                    f"last lines of {self.log_path}:\n{self.log_tail()}"
-                )
-            if self._answers():
-                return
-            if time.monotonic() >= deadline:
-                raise LocalLLMUnavailable(
-                    f"the local LLM server did not answer {self.base_url}/models within "
-                    f"{self.startup_timeout:.0f} s; last lines of {self.log_path}:\n"
-                    f"{self.log_tail()}"
-                )
-            time.sleep(0.25)
+    def _command(self) -> list[str]:
+        return self.command()
 
-    def _answers(self) -> bool:
+    def _env(self) -> Mapping[str, str]:
+        return {**os.environ, "HF_HUB_OFFLINE": "1", **self._extra_env}
+
+    def _preexec_fn(self) -> Callable[[], None] | None:
+        return _die_with_parent_hook()
+
+    def _is_ready(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError, ValueError):
             return False
-
-    def log_tail(self, max_bytes: int = 4000) -> str:
-        """The end of the server's log (for error messages)."""
-        try:
-            with self.log_path.open("rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - max_bytes))
-                return log.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return "(no log)"
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after `timeout` seconds); idempotent."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> LocalLLMServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def start_local_llm(

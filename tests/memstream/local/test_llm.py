@@ -101,6 +101,50 @@ def test_startup_timeout_is_bounded(tmp_path: Path, fake_module: dict[str, str])
     assert not server.running
 
 
+def test_missing_model_file(tmp_path: Path, fake_module: dict[str, str]) -> None:
+    server = LocalLLMServer(
+        tmp_path / "absent.gguf",
+        alias="x",
+        log_path=tmp_path / "llm.log",
+        server_module="fake_llama.server",
+        env=fake_module,
+    )
+    with pytest.raises(LocalLLMUnavailable, match="model file not found"):
+        server.start()
+    assert not server.running
+
+
+def test_busy_port_is_refused(tmp_path: Path, fake_module: dict[str, str]) -> None:
+    with _server(tmp_path, fake_module) as first:
+        second = LocalLLMServer(
+            first.model_path,
+            alias="fake",
+            port=first.port,
+            log_path=tmp_path / "second.log",
+            server_module="fake_llama.server",
+            env=fake_module,
+        )
+        with pytest.raises(LocalLLMUnavailable, match="already in use"):
+            second.start()
+        assert first.running
+
+
+def test_default_log_lives_in_a_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_module: dict[str, str]
+) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.chdir(tmp_path)  # a relative model path is resolved in this process
+    server = LocalLLMServer(
+        Path("model.gguf"), alias="fake", server_module="fake_llama.server", env=fake_module
+    )
+    with server:
+        assert server.command()[server.command().index("--model") + 1] == str(model)
+        assert "fake server starting with fake" in server.log_tail()
+    assert not server.log_path.exists()
+    assert not server.workdir.exists()
+
+
 def test_missing_runtime_names_the_extra(tmp_path: Path) -> None:
     server = LocalLLMServer(tmp_path / "m.gguf", alias="x", server_module="no_such_runtime.server")
     with pytest.raises(LocalLLMUnavailable, match=r"memstream\[local\]"):
@@ -160,7 +204,7 @@ def test_server_dies_with_a_killed_parent(tmp_path: Path, fake_module: dict[str,
         server = LocalLLMServer(model, alias="fake", server_module="fake_llama.server",
                                 log_path=Path({str(tmp_path / "llm.log")!r}))
         server.start()
-        print(server._process.pid, flush=True)
+        print(server.pid, flush=True)
         time.sleep(60)
     """)
     env = {
