@@ -2,10 +2,10 @@
 
 The agent only wires: skip snapshots this type already extracted (a per-user table of the last
 extracted seq of each session), run the extractor with retries, embed, reconcile, send the memory
-events (waiting for acks), then record progress. A `PartitionGuard` admits each snapshot record once
-and in order, rewinding over records the consumer skipped. Invalid LLM output after the retries is
-dead-lettered with the reason; an unavailable LLM or embedder is retried with back-off and never
-dead-letters.
+events (waiting for acks), then record progress. A `PartitionGuard` hands it each snapshot record
+once and in order, reading records the consumer skipped back from the log. Invalid LLM output
+after the retries is dead-lettered with the reason; an unavailable LLM or embedder is retried with
+back-off and never dead-letters.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import TypeVar
 
 import faust
 import orjson
-from faust.types import EventT
 
 from events.codec import EventDecodeError, decode, encode
 from events.memories import MemoryAdded
@@ -27,7 +26,8 @@ from handlers.ports import ChatModel, Embedder, ProviderUnavailable
 from handlers.reconcile import additions, extraction_finished
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
-from streams.progress import PartitionGuard
+from streams.progress import KafkaLogReader, PartitionGuard
+from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -54,17 +54,18 @@ def create_extraction_app(
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(app, progress, stage=stage)
+    guard = PartitionGuard(progress, KafkaLogReader(settings.bootstrap_servers), stage=stage)
 
-    async def apply(event: EventT[bytes]) -> None:
+    async def apply(record: InputRecord) -> None:
         try:
-            snapshot = decode(event.value)
+            snapshot = decode(record.value or b"")
             if not isinstance(snapshot, SnapshotPromoted):
                 raise EventDecodeError(f"{snapshot.event_type} is not a snapshot")
         except EventDecodeError as exc:
-            await dead_letter(dead_letters, event, stage=stage, reason=str(exc), clock=clock)
+            await dead_letter(dead_letters, record, stage=stage, reason=str(exc), clock=clock)
             return
-        seen: dict[str, int] = orjson.loads(progress.get(event.key) or b"{}")
+        user_key = snapshot.key.encode()
+        seen: dict[str, int] = orjson.loads(progress.get(user_key) or b"{}")
         if seen.get(snapshot.session_id, -1) >= snapshot.seq:
             log.info("snapshot %s already extracted (%s)", snapshot.event_id, stage)
             return
@@ -74,7 +75,9 @@ def create_extraction_app(
         )
         added: list[MemoryAdded] = []
         if outcome.failure:
-            await dead_letter(dead_letters, event, stage=stage, reason=outcome.failure, clock=clock)
+            await dead_letter(
+                dead_letters, record, stage=stage, reason=outcome.failure, clock=clock
+            )
         else:
             texts = [memory.text for memory in outcome.memories]
             vectors = (
@@ -101,20 +104,19 @@ def create_extraction_app(
             "snapshot %s: %d %s memories", snapshot.event_id, len(added), extractor.memory_type
         )
         seen[snapshot.session_id] = snapshot.seq
-        progress[event.key] = orjson.dumps(seen)
+        progress[user_key] = orjson.dumps(seen)
 
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
-            if not await guard.admit(event):
-                continue
-            try:
-                await apply(event)
-            except Exception as exc:  # a bug or an unusable answer must not stop the stream
-                log.exception("extraction failed on %s", event.message)
-                reason = f"extraction failed: {exc!r}"
-                await dead_letter(dead_letters, event, stage=stage, reason=reason, clock=clock)
-            guard.applied(event)
+            for record in await guard.admitted(event):
+                try:
+                    await apply(record)
+                except Exception as exc:  # a bug or an unusable answer must not stop the stream
+                    log.exception("extraction failed on %s", record.position)
+                    reason = f"extraction failed: {exc!r}"
+                    await dead_letter(dead_letters, record, stage=stage, reason=reason, clock=clock)
+                guard.applied(record)
 
     return app
 

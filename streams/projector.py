@@ -12,7 +12,6 @@ import logging
 from typing import Any
 
 import faust
-from faust.types import EventT
 from pymongo.database import Database
 from pymongo.errors import ConnectionFailure, OperationFailure
 
@@ -20,7 +19,8 @@ from events.codec import AnyEvent, EventDecodeError, decode
 from projections import ensure_indexes, project
 from streams.app import faust_app
 from streams.dead_letters import dead_letter_record
-from streams.progress import PartitionGuard
+from streams.progress import KafkaLogReader, PartitionGuard
+from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(app, applied_offsets, stage=STAGE)
+    guard = PartitionGuard(applied_offsets, KafkaLogReader(settings.bootstrap_servers), stage=STAGE)
 
     @app.task  # type: ignore[untyped-decorator]
     async def prepare_indexes() -> None:
@@ -58,22 +58,19 @@ def create_projector_app(
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
-            if not await guard.admit(event):
-                continue
-            await _project_record(db, event, clock)
-            guard.applied(event)
+            for record in await guard.admitted(event):
+                await _project_record(db, record, clock)
+                guard.applied(record)
 
     return app
 
 
-async def _project_record(db: Database[dict[str, Any]], event: EventT[bytes], clock: Clock) -> None:
+async def _project_record(db: Database[dict[str, Any]], record: InputRecord, clock: Clock) -> None:
     """Project one record; an undecodable one is only logged, a refused one is dead-lettered."""
-    message = event.message
     try:
-        decoded = decode(event.value)
+        decoded = decode(record.value or b"")
     except EventDecodeError as exc:
-        where = f"{message.topic}[{message.partition}]@{message.offset}"
-        log.warning("not projected %s: %s", where, exc)
+        log.warning("not projected %s: %s", record.position, exc)
         return
     log.debug("projecting %s %s", decoded.event_type, decoded.event_id)
     try:
@@ -81,8 +78,8 @@ async def _project_record(db: Database[dict[str, Any]], event: EventT[bytes], cl
     except Exception as exc:  # not an outage: keep the event visible, go on
         log.exception("projecting %s failed", decoded.event_id)
         reason = f"projection failed: {exc!r}"
-        record = dead_letter_record(event, stage=STAGE, reason=reason, now=clock())
-        await asyncio.to_thread(project, db, record)
+        dead = dead_letter_record(record, stage=STAGE, reason=reason, now=clock())
+        await asyncio.to_thread(project, db, dead)
 
 
 async def _project_patiently(db: Database[dict[str, Any]], event: AnyEvent) -> None:

@@ -2,10 +2,10 @@
 
 The agent only wires: decode the record, `handlers.window.decide`, send the snapshot (waiting for
 the broker's ack), then store the window. A crash between the two re-promotes the same seq, which
-has the same snapshot id, so downstream recognises the duplicate. A `PartitionGuard` admits each
-turns-topic record once and in order, rewinding over records the consumer skipped. The idle timer
-runs on every worker over the windows of its own partitions and routes its decision through the
-turns topic.
+has the same snapshot id, so downstream recognises the duplicate. A `PartitionGuard` hands it each
+turns-topic record once and in order, reading records the consumer skipped back from the log.
+The idle timer runs on every worker over the windows of its own partitions and routes its
+decision through the turns topic.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import logging
 import time
 
 import faust
-from faust.types import EventT
 
 from events.codec import EventDecodeError, decode, encode
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.window import SessionWindow, decide, idle_command, is_idle
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
-from streams.progress import PartitionGuard, is_progress_key
+from streams.progress import KafkaLogReader, PartitionGuard, is_progress_key
+from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -40,23 +40,24 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(app, windows, stage=STAGE)
+    guard = PartitionGuard(windows, KafkaLogReader(settings.bootstrap_servers), stage=STAGE)
     idle_requested: dict[bytes, tuple[int, float]] = {}
 
-    async def apply(event: EventT[bytes]) -> None:
+    async def apply(record: InputRecord) -> None:
         try:
-            command = decode(event.value)
+            command = decode(record.value or b"")
             if not isinstance(command, TurnRecorded | SessionFlushRequested | SessionIdled):
                 raise EventDecodeError(f"{command.event_type} does not belong on the turns topic")
-            if event.key != command.key.encode():
-                raise EventDecodeError(f"record key {event.key!r} is not {command.key!r}")
+            key = command.key.encode()
+            if record.key != key:
+                raise EventDecodeError(f"record key {record.key!r} is not {command.key!r}")
         except EventDecodeError as exc:
-            await dead_letter(dead_letters, event, stage=STAGE, reason=str(exc), clock=clock)
+            await dead_letter(dead_letters, record, stage=STAGE, reason=str(exc), clock=clock)
             return
-        stored = windows.get(event.key)
+        stored = windows.get(key)
         window = SessionWindow.model_validate_json(stored) if stored else None
         decision = decide(
-            window, command, offset=event.message.offset, now=clock(), policy=settings.window
+            window, command, offset=record.offset, now=clock(), policy=settings.window
         )
         if decision.ignored:
             log.info("ignored %s for %s: %s", command.event_type, command.key, decision.ignored)
@@ -74,20 +75,19 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
                 snapshot.reason,
                 len(snapshot.turns),
             )
-        windows[event.key] = decision.window.model_dump_json().encode()
+        windows[key] = decision.window.model_dump_json().encode()
 
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
-            if not await guard.admit(event):
-                continue
-            try:
-                await apply(event)
-            except Exception as exc:  # a bug must not stop the stream: set the record aside
-                log.exception("window failed on %s", event.message)
-                reason = f"internal error: {exc!r}"
-                await dead_letter(dead_letters, event, stage=STAGE, reason=reason, clock=clock)
-            guard.applied(event)
+            for record in await guard.admitted(event):
+                try:
+                    await apply(record)
+                except Exception as exc:  # a bug must not stop the stream: set the record aside
+                    log.exception("window failed on %s", record.position)
+                    reason = f"internal error: {exc!r}"
+                    await dead_letter(dead_letters, record, stage=STAGE, reason=reason, clock=clock)
+                guard.applied(record)
 
     resend_after = max(settings.window.idle_timeout.total_seconds(), 1.0)
 

@@ -1,0 +1,44 @@
+"""One input record of a stage, however it was read: from the Faust stream or from the log.
+
+Stages apply `InputRecord`s, not Faust events, so records the consumer skipped can be read back
+from the log and applied through the same code (see `streams.progress`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from faust.types import TP, EventT
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    """A record's position in the log, its key and its raw value."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @property
+    def tp(self) -> TP:
+        return TP(self.topic, self.partition)
+
+    @property
+    def position(self) -> str:
+        """`topic[partition]@offset`, for log lines."""
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+    @classmethod
+    def from_event(cls, event: EventT[bytes]) -> InputRecord:
+        message = event.message
+        value = event.value if isinstance(event.value, bytes) else None
+        key = message.key if isinstance(message.key, bytes) else None
+        return cls(message.topic, message.partition, message.offset, key, value)
+
+    @classmethod
+    def from_consumer_record(cls, record: Any) -> InputRecord:
+        """From an `aiokafka.ConsumerRecord` read without deserializers."""
+        return cls(record.topic, record.partition, record.offset, record.key, record.value)
