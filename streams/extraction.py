@@ -26,7 +26,7 @@ from handlers.ports import ChatModel, Embedder, ProviderUnavailable
 from handlers.reconcile import additions, extraction_finished
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
-from streams.progress import KafkaLogReader, PartitionGuard
+from streams.progress import REREAD_CHECK_SECONDS, KafkaLogReader, PartitionGuard
 from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -54,7 +54,12 @@ def create_extraction_app(
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(progress, KafkaLogReader(settings.bootstrap_servers), stage=stage)
+    guard = PartitionGuard(
+        progress,
+        KafkaLogReader(settings.bootstrap_servers),
+        stage=stage,
+        topics=[settings.topics.snapshots],
+    )
 
     async def apply(record: InputRecord) -> None:
         try:
@@ -117,6 +122,10 @@ def create_extraction_app(
                     reason = f"extraction failed: {exc!r}"
                     await dead_letter(dead_letters, record, stage=stage, reason=reason, clock=clock)
                 guard.applied(record)
+
+    @app.timer(REREAD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
+    async def reread_skipped_records() -> None:
+        await guard.reread_skipped(app)
 
     return app
 

@@ -13,15 +13,21 @@ never ahead of it). A record beyond the next expected offset means records were 
 guard reads the missing ones back from the log with a consumer of its own (no group, no
 commits) and hands them to the stage first, in order. Records at or below the last applied
 offset were applied already (a redelivery) and are passed over. Seeking Faust's consumer back
-instead is not reliable: Faust drops re-fetched records below the offset it last read.
+instead is not reliable while records flow: Faust drops re-fetched records below the offset it
+last read.
+
+A skipped record with no later record in its partition reveals no gap. For that quiet tail
+`reread_skipped` (run by a timer) compares the consumer's committed offsets with the progress:
+a commit beyond the last applied record can only come from a skip, and in a quiet partition
+seeking back to the first unapplied record is safe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Literal
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -34,6 +40,8 @@ log = logging.getLogger(__name__)
 PROGRESS_KEY_PREFIX = b"\x00applied|"
 """Table keys of partition progress; never a session or user key (identifiers exclude NUL)."""
 MAX_BACKOFF_SECONDS = 30.0
+REREAD_CHECK_SECONDS = 5.0
+"""How often each stage looks for commits beyond its progress (`PartitionGuard.reread_skipped`)."""
 
 Verdict = Literal["apply", "applied-already", "fill-gap"]
 LogReader = Callable[[TP, int, int], Awaitable[list[InputRecord]]]
@@ -53,6 +61,19 @@ def admit(last_applied: int | None, offset: int) -> Verdict:
     return "fill-gap"
 
 
+def unapplied_commits(
+    committed: Mapping[TP, int | None], last_applied: Callable[[TP], int | None]
+) -> dict[TP, int]:
+    """Partitions committed past records never applied, with the offset to read again from."""
+    behind: dict[TP, int] = {}
+    for tp, offset in committed.items():
+        last = last_applied(tp)
+        expected = (last if last is not None else -1) + 1
+        if offset is not None and offset > expected:
+            behind[tp] = expected
+    return behind
+
+
 def progress_key(tp: TP) -> bytes:
     """The table key under which a stage keeps the last applied offset of input partition `tp`."""
     return PROGRESS_KEY_PREFIX + f"{tp.topic}|{tp.partition}".encode()
@@ -70,11 +91,17 @@ class PartitionGuard:
     """
 
     def __init__(
-        self, table: MutableMapping[bytes, bytes | None], read_log: LogReader, *, stage: str
+        self,
+        table: MutableMapping[bytes, bytes | None],
+        read_log: LogReader,
+        *,
+        stage: str,
+        topics: Collection[str],
     ) -> None:
         self._table = table
         self._read_log = read_log
         self._stage = stage
+        self._topics = frozenset(topics)
 
     def last_applied(self, tp: TP) -> int | None:
         stored = self._table.get(progress_key(tp))
@@ -108,6 +135,40 @@ class PartitionGuard:
     def applied(self, record: InputRecord) -> None:
         """Record that the stage applied `record` (call after its effects are written)."""
         self._table[progress_key(record.tp)] = str(record.offset).encode()
+
+    async def reread_skipped(self, app: Any) -> None:
+        """Seek the consumer back where it committed past records this stage never applied.
+
+        `app` is the stage's Faust app; nothing happens while it rebalances or recovers.
+        """
+        if app.rebalancing or app.tables.recovery.in_recovery:
+            return
+        committed = {
+            tp: offset
+            for tp, offset in _committed_offsets(app.consumer).items()
+            if tp.topic in self._topics
+        }
+        behind = unapplied_commits(committed, self.last_applied)
+        for tp, offset in behind.items():
+            log.warning(
+                "%s: the consumer committed %s[%d] up to %s but applied only up to %d; re-reading",
+                self._stage,
+                tp.topic,
+                tp.partition,
+                committed[tp],
+                offset - 1,
+            )
+        if behind:
+            try:
+                await app.consumer.seek_wait(behind)
+            except Exception:  # the next check tries again
+                log.exception("%s: seeking back to unapplied records failed", self._stage)
+
+
+def _committed_offsets(consumer: Any) -> Mapping[TP, int | None]:
+    """The offsets the Faust consumer last committed (Faust keeps them privately; {} if absent)."""
+    committed = getattr(consumer, "_committed_offset", None)
+    return dict(committed) if isinstance(committed, Mapping) else {}
 
 
 class KafkaLogReader:

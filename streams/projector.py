@@ -19,7 +19,7 @@ from events.codec import AnyEvent, EventDecodeError, decode
 from projections import ensure_indexes, project
 from streams.app import faust_app
 from streams.dead_letters import dead_letter_record
-from streams.progress import KafkaLogReader, PartitionGuard
+from streams.progress import REREAD_CHECK_SECONDS, KafkaLogReader, PartitionGuard
 from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -49,7 +49,12 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(applied_offsets, KafkaLogReader(settings.bootstrap_servers), stage=STAGE)
+    guard = PartitionGuard(
+        applied_offsets,
+        KafkaLogReader(settings.bootstrap_servers),
+        stage=STAGE,
+        topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
+    )
 
     @app.task  # type: ignore[untyped-decorator]
     async def prepare_indexes() -> None:
@@ -61,6 +66,10 @@ def create_projector_app(
             for record in await guard.admitted(event):
                 await _project_record(db, record, clock)
                 guard.applied(record)
+
+    @app.timer(REREAD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
+    async def reread_skipped_records() -> None:
+        await guard.reread_skipped(app)
 
     return app
 

@@ -20,7 +20,7 @@ from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.window import SessionWindow, decide, idle_command, is_idle
 from streams.app import faust_app, raw_topic
 from streams.dead_letters import dead_letter
-from streams.progress import KafkaLogReader, PartitionGuard, is_progress_key
+from streams.progress import REREAD_CHECK_SECONDS, KafkaLogReader, PartitionGuard, is_progress_key
 from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -40,7 +40,12 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(windows, KafkaLogReader(settings.bootstrap_servers), stage=STAGE)
+    guard = PartitionGuard(
+        windows,
+        KafkaLogReader(settings.bootstrap_servers),
+        stage=STAGE,
+        topics=[settings.topics.turns],
+    )
     idle_requested: dict[bytes, tuple[int, float]] = {}
 
     async def apply(record: InputRecord) -> None:
@@ -88,6 +93,10 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
                     reason = f"internal error: {exc!r}"
                     await dead_letter(dead_letters, record, stage=STAGE, reason=reason, clock=clock)
                 guard.applied(record)
+
+    @app.timer(REREAD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
+    async def reread_skipped_records() -> None:
+        await guard.reread_skipped(app)
 
     resend_after = max(settings.window.idle_timeout.total_seconds(), 1.0)
 

@@ -8,7 +8,11 @@ import time
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.structs import OffsetAndMetadata
 
+from memstream.worker import stream_settings
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
@@ -165,27 +169,18 @@ def test_worker_killed_mid_session_loses_and_duplicates_no_turn(pipeline_factory
         assert seqs == list(range(len(seqs)))
 
 
-def test_a_turn_the_consumer_committed_past_is_still_promoted(pipeline_factory: Any) -> None:
-    """Faust can acknowledge a record without applying it (around a rebalance) and commit past
-    it. Recreate that: while the window worker is down, commit its group past a new turn."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-    from aiokafka.structs import OffsetAndMetadata
+class _AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
+    name = "faust"  # the group's protocol: Tansu keeps it while the group is empty
+    version = 4
 
-    from memstream.worker import stream_settings
 
-    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_MAX_MESSAGES="10")
+def commit_window_past(pipeline: PipelineHarness, content: str) -> None:
+    """Do what Faust does around a rebalance: commit the window's group past the turn whose
+    content is `content`, which no worker has applied. The window worker must be stopped."""
     kafka = pipeline.settings.kafka
     topic = kafka.topics.turns
-    pipeline.record("cy", "s", [{"role": "user", "content": f"early {i}"} for i in range(2)])
-    eventually(
-        lambda: pipeline.db["turns"].count_documents({"user_id": "cy"}),
-        lambda n: n == 2,
-        what="the first turns projected",
-    )
 
-    async def offset_of(content: str) -> tuple[TopicPartition, int]:
-        """Where a turn landed (read back: Tansu's end offsets are not exact)."""
+    async def offset_of() -> tuple[TopicPartition, int]:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=kafka.bootstrap_servers, auto_offset_reset="earliest"
         )
@@ -201,16 +196,12 @@ def test_a_turn_the_consumer_committed_past_is_still_promoted(pipeline_factory: 
         finally:
             await consumer.stop()
 
-    class AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
-        name = "faust"  # the group's protocol: Tansu keeps it while the group is empty
-        version = 4
-
     async def commit(tp: TopicPartition, offset: int) -> None:
-        """Commit as a member of the window's group (Tansu refuses commits from non-members)."""
+        # As a member of the group: Tansu refuses commits from non-members.
         consumer = AIOKafkaConsumer(
             bootstrap_servers=kafka.bootstrap_servers,
             group_id=stream_settings(pipeline.settings).group("window"),
-            partition_assignment_strategy=(AsFaust,),
+            partition_assignment_strategy=(_AsFaust,),
             enable_auto_commit=False,
             session_timeout_ms=6000,
             heartbeat_interval_ms=1000,
@@ -224,22 +215,60 @@ def test_a_turn_the_consumer_committed_past_is_still_promoted(pipeline_factory: 
         finally:
             await consumer.stop()
 
+    tp, offset = asyncio.run(asyncio.wait_for(offset_of(), 60))
+    asyncio.run(asyncio.wait_for(commit(tp, offset + 1), 120))
+
+
+def promoted_contents(pipeline: PipelineHarness, user_id: str) -> list[list[str]]:
+    contents = {t["_id"]: t["content"] for t in pipeline.db["turns"].find({"user_id": user_id})}
+    return [
+        [contents.get(tid, "?") for tid in snapshot["turn_ids"]]
+        for snapshot in pipeline.snapshots(user_id=user_id)
+    ]
+
+
+def test_a_turn_the_consumer_committed_past_is_read_back(pipeline_factory: Any) -> None:
+    """Faust can acknowledge a record without applying it (around a rebalance) and commit past
+    it. The next record of the partition reveals the gap; the window reads it from the log."""
+    pipeline: PipelineHarness = pipeline_factory(
+        MEMSTREAM_MAX_MESSAGES="10", MEMSTREAM_IDLE_TIMEOUT="600"
+    )
+    pipeline.record("cy", "s", [{"role": "user", "content": f"early {i}"} for i in range(2)])
+    eventually(
+        lambda: pipeline.db["turns"].count_documents({"user_id": "cy"}),
+        lambda n: n == 2,
+        what="the first turns projected",
+    )
     window = pipeline.pipeline.processes["window"]
     time.sleep(2)  # the worker commits what it applied
     window.stop()
     pipeline.record("cy", "s", [{"role": "user", "content": f"late {i}"} for i in range(2)])
-    tp, offset = asyncio.run(asyncio.wait_for(offset_of("late 0"), 60))
-    asyncio.run(commit(tp, offset + 1))  # past "late 0", which no worker has applied
+    commit_window_past(pipeline, "late 0")
     window.start()
     pipeline.pipeline.wait_ready(180, ["window"])
     pipeline.flush("cy", "s")
 
     snapshots = eventually(
-        lambda: pipeline.snapshots(user_id="cy"), lambda s: len(s) == 1, what="the snapshot"
+        lambda: promoted_contents(pipeline, "cy"), lambda s: len(s) == 1, what="the snapshot"
     )
-    contents = {t["_id"]: t["content"] for t in pipeline.db["turns"].find({"user_id": "cy"})}
-    promoted = [contents[tid] for tid in snapshots[0]["turn_ids"]]
-    assert promoted == ["early 0", "early 1", "late 0", "late 1"]
+    assert snapshots == [["early 0", "early 1", "late 0", "late 1"]]
+
+
+def test_a_last_turn_the_consumer_committed_past_is_read_back(pipeline_factory: Any) -> None:
+    """No record follows the skipped one: the commit beyond the progress gives it away."""
+    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_MAX_MESSAGES="10")
+    window = pipeline.pipeline.processes["window"]
+    window.stop()
+    pipeline.record("di", "s", [{"role": "user", "content": "only turn"}])
+    commit_window_past(pipeline, "only turn")
+    window.start()
+    pipeline.pipeline.wait_ready(180, ["window"])
+
+    snapshots = eventually(
+        lambda: pipeline.snapshots(user_id="di"), lambda s: len(s) == 1, what="an idle snapshot"
+    )
+    assert snapshots[0]["reason"] == "idle"
+    assert promoted_contents(pipeline, "di") == [["only turn"]]
 
 
 def test_extraction_worker_killed_duplicates_no_memory(pipeline_factory: Any) -> None:

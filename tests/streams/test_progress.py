@@ -8,7 +8,13 @@ from typing import Any
 
 from faust.types import TP
 
-from streams.progress import PartitionGuard, admit, is_progress_key, progress_key
+from streams.progress import (
+    PartitionGuard,
+    admit,
+    is_progress_key,
+    progress_key,
+    unapplied_commits,
+)
 from streams.records import InputRecord
 
 TURNS = TP("turns", 2)
@@ -88,7 +94,7 @@ def deliver(guard: PartitionGuard, offsets: list[int]) -> list[int]:
 
 def test_records_the_consumer_skipped_are_read_from_the_log_first() -> None:
     log, table = Log(), dict[bytes, bytes | None]()
-    guard = PartitionGuard(table, log, stage="window")
+    guard = PartitionGuard(table, log, stage="window", topics=["turns"])
     # 2 and 3 were acknowledged by the consumer without reaching the stage; 1 is redelivered.
     assert deliver(guard, [0, 1, 4, 5, 1]) == [0, 1, 2, 3, 4, 5]
     assert log.reads == [(2, 4)]
@@ -98,7 +104,7 @@ def test_records_the_consumer_skipped_are_read_from_the_log_first() -> None:
 
 def test_a_hole_in_the_log_is_passed_over() -> None:
     log = Log(holes={3})  # a transaction marker, a compacted record
-    guard = PartitionGuard({}, log, stage="window")
+    guard = PartitionGuard({}, log, stage="window", topics=["turns"])
     assert deliver(guard, [0, 1, 2, 4]) == [0, 1, 2, 4]
     assert log.reads == [(3, 4)]
 
@@ -107,14 +113,14 @@ def test_progress_recovers_with_the_table() -> None:
     """After a restart the consumer may start past records that were never applied."""
     log = Log()
     table: dict[bytes, bytes | None] = {progress_key(TURNS): b"6"}
-    guard = PartitionGuard(table, log, stage="window")
+    guard = PartitionGuard(table, log, stage="window", topics=["turns"])
     assert deliver(guard, [9, 10]) == [7, 8, 9, 10]
     assert log.reads == [(7, 9)]
 
 
 def test_a_partition_without_progress_is_read_from_its_start() -> None:
     log = Log()
-    guard = PartitionGuard({}, log, stage="projector")
+    guard = PartitionGuard({}, log, stage="projector", topics=["turns"])
     assert deliver(guard, [2]) == [0, 1, 2]
 
 
@@ -123,3 +129,58 @@ def test_input_record_from_a_faust_event() -> None:
     assert record == InputRecord("turns", 2, 3, b"ann|s1", b"{}")
     assert record.tp == TURNS
     assert record.position == "turns[2]@3"
+
+
+def test_commits_beyond_the_progress_are_found() -> None:
+    applied = {TURNS: 4, TP("turns", 0): 9}
+    committed: dict[TP, int | None] = {
+        TURNS: 7,  # 5 and 6 were committed but never applied
+        TP("turns", 0): 10,  # up to date
+        TP("turns", 1): None,  # nothing committed yet
+        TP("turns", 3): 2,  # no progress at all: read from 0
+    }
+    assert unapplied_commits(committed, applied.get) == {TURNS: 5, TP("turns", 3): 0}
+
+
+@dataclass
+class Consumer:
+    _committed_offset: dict[TP, int | None]
+    seeks: list[dict[TP, int]] = field(default_factory=list)
+
+    async def seek_wait(self, partitions: dict[TP, int]) -> None:
+        self.seeks.append(dict(partitions))
+
+
+@dataclass
+class Recovery:
+    in_recovery: bool = False
+
+
+@dataclass
+class Tables:
+    recovery: Recovery = field(default_factory=Recovery)
+
+
+@dataclass
+class App:
+    consumer: Consumer
+    rebalancing: bool = False
+    tables: Tables = field(default_factory=Tables)
+
+
+def test_a_quiet_partition_committed_past_its_progress_is_read_again() -> None:
+    table: dict[bytes, bytes | None] = {progress_key(TURNS): b"4"}
+    guard = PartitionGuard(table, Log(), stage="window", topics=["turns"])
+    app = App(Consumer({TURNS: 6, TP("snapshots", 2): 9}))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == [{TURNS: 5}]
+
+
+def test_nothing_is_read_again_while_rebalancing_or_when_up_to_date() -> None:
+    table: dict[bytes, bytes | None] = {progress_key(TURNS): b"4"}
+    guard = PartitionGuard(table, Log(), stage="window", topics=["turns"])
+    rebalancing = App(Consumer({TURNS: 6}), rebalancing=True)
+    up_to_date = App(Consumer({TURNS: 5}))
+    asyncio.run(guard.reread_skipped(rebalancing))
+    asyncio.run(guard.reread_skipped(up_to_date))
+    assert rebalancing.consumer.seeks == up_to_date.consumer.seeks == []
