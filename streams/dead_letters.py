@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import faust
@@ -43,3 +44,23 @@ async def dead_letter(
     dead = dead_letter_record(record, stage=stage, reason=reason, now=clock())
     log.warning("dead-lettered %s: %s", record.position, reason)
     await (await topic.send(key=record.key, value=encode(dead), force=True))
+
+
+def or_dead_letter(
+    apply: Callable[[InputRecord], Awaitable[None]],
+    topic: faust.TopicT,
+    *,
+    stage: str,
+    clock: Clock,
+) -> Callable[[InputRecord], Awaitable[None]]:
+    """`apply`, except that a record it fails on is dead-lettered: a bug never stops a stream."""
+
+    async def applied_or_dead_lettered(record: InputRecord) -> None:
+        try:
+            await apply(record)
+        except Exception as exc:
+            log.exception("%s failed on %s", stage, record.position)
+            reason = f"{stage} failed: {exc!r}"
+            await dead_letter(topic, record, stage=stage, reason=reason, clock=clock)
+
+    return applied_or_dead_lettered

@@ -25,8 +25,8 @@ from handlers.extraction.base import Extractor, extract
 from handlers.ports import ChatModel, Embedder, ProviderUnavailable
 from handlers.reconcile import additions, extraction_finished
 from streams.app import faust_app, raw_topic
-from streams.dead_letters import dead_letter
-from streams.progress import REREAD_CHECK_SECONDS, KafkaLogReader, PartitionGuard
+from streams.dead_letters import dead_letter, or_dead_letter
+from streams.progress import guard_partitions
 from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -54,9 +54,10 @@ def create_extraction_app(
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(
+    guard = guard_partitions(
+        app,
         progress,
-        KafkaLogReader(settings.bootstrap_servers),
+        bootstrap_servers=settings.bootstrap_servers,
         stage=stage,
         topics=[settings.topics.snapshots],
     )
@@ -113,19 +114,9 @@ def create_extraction_app(
 
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
+        apply_safely = or_dead_letter(apply, dead_letters, stage=stage, clock=clock)
         async for event in stream.events():
-            for record in await guard.admitted(event):
-                try:
-                    await apply(record)
-                except Exception as exc:  # a bug or an unusable answer must not stop the stream
-                    log.exception("extraction failed on %s", record.position)
-                    reason = f"extraction failed: {exc!r}"
-                    await dead_letter(dead_letters, record, stage=stage, reason=reason, clock=clock)
-                guard.applied(record)
-
-    @app.timer(REREAD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
-    async def reread_skipped_records() -> None:
-        await guard.reread_skipped(app)
+            await guard.apply_in_order(event, apply_safely)
 
     return app
 

@@ -136,6 +136,14 @@ class PartitionGuard:
         """Record that the stage applied `record` (call after its effects are written)."""
         self._table[progress_key(record.tp)] = str(record.offset).encode()
 
+    async def apply_in_order(
+        self, event: EventT[bytes], apply: Callable[[InputRecord], Awaitable[None]]
+    ) -> None:
+        """`apply` every admitted record (skipped ones first), recording progress after each."""
+        for record in await self.admitted(event):
+            await apply(record)
+            self.applied(record)
+
     async def reread_skipped(self, app: Any) -> None:
         """Seek the consumer back where it committed past records this stage never applied.
 
@@ -163,6 +171,24 @@ class PartitionGuard:
                 await app.consumer.seek_wait(behind)
             except Exception:  # the next check tries again
                 log.exception("%s: seeking back to unapplied records failed", self._stage)
+
+
+def guard_partitions(
+    app: Any,
+    table: MutableMapping[bytes, bytes | None],
+    *,
+    bootstrap_servers: str,
+    stage: str,
+    topics: Collection[str],
+) -> PartitionGuard:
+    """A `PartitionGuard` for a stage's Faust app, with its timer for the quiet tail."""
+    guard = PartitionGuard(table, KafkaLogReader(bootstrap_servers), stage=stage, topics=topics)
+
+    async def reread_skipped_records() -> None:
+        await guard.reread_skipped(app)
+
+    app.timer(REREAD_CHECK_SECONDS)(reread_skipped_records)
+    return guard
 
 
 def _committed_offsets(consumer: Any) -> Mapping[TP, int | None]:

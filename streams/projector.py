@@ -19,7 +19,7 @@ from events.codec import AnyEvent, EventDecodeError, decode
 from projections import ensure_indexes, project
 from streams.app import faust_app
 from streams.dead_letters import dead_letter_record
-from streams.progress import REREAD_CHECK_SECONDS, KafkaLogReader, PartitionGuard
+from streams.progress import guard_partitions
 from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -49,9 +49,10 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(
+    guard = guard_partitions(
+        app,
         applied_offsets,
-        KafkaLogReader(settings.bootstrap_servers),
+        bootstrap_servers=settings.bootstrap_servers,
         stage=STAGE,
         topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
     )
@@ -62,14 +63,11 @@ def create_projector_app(
 
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            for record in await guard.admitted(event):
-                await _project_record(db, record, clock)
-                guard.applied(record)
+        async def apply(record: InputRecord) -> None:
+            await _project_record(db, record, clock)
 
-    @app.timer(REREAD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
-    async def reread_skipped_records() -> None:
-        await guard.reread_skipped(app)
+        async for event in stream.events():
+            await guard.apply_in_order(event, apply)
 
     return app
 

@@ -19,8 +19,8 @@ from events.codec import EventDecodeError, decode, encode
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.window import SessionWindow, decide, idle_command, is_idle
 from streams.app import faust_app, raw_topic
-from streams.dead_letters import dead_letter
-from streams.progress import REREAD_CHECK_SECONDS, KafkaLogReader, PartitionGuard, is_progress_key
+from streams.dead_letters import dead_letter, or_dead_letter
+from streams.progress import guard_partitions, is_progress_key
 from streams.records import InputRecord
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -40,9 +40,10 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         key_type=bytes,
         value_type=bytes,
     )
-    guard = PartitionGuard(
+    guard = guard_partitions(
+        app,
         windows,
-        KafkaLogReader(settings.bootstrap_servers),
+        bootstrap_servers=settings.bootstrap_servers,
         stage=STAGE,
         topics=[settings.topics.turns],
     )
@@ -84,19 +85,9 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
 
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
+        apply_safely = or_dead_letter(apply, dead_letters, stage=STAGE, clock=clock)
         async for event in stream.events():
-            for record in await guard.admitted(event):
-                try:
-                    await apply(record)
-                except Exception as exc:  # a bug must not stop the stream: set the record aside
-                    log.exception("window failed on %s", record.position)
-                    reason = f"internal error: {exc!r}"
-                    await dead_letter(dead_letters, record, stage=STAGE, reason=reason, clock=clock)
-                guard.applied(record)
-
-    @app.timer(REREAD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
-    async def reread_skipped_records() -> None:
-        await guard.reread_skipped(app)
+            await guard.apply_in_order(event, apply_safely)
 
     resend_after = max(settings.window.idle_timeout.total_seconds(), 1.0)
 

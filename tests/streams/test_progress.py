@@ -82,11 +82,12 @@ def deliver(guard: PartitionGuard, offsets: list[int]) -> list[int]:
     """Offer the consumer's records in order; apply what the guard admits; return its offsets."""
     applied: list[int] = []
 
+    async def apply(record: InputRecord) -> None:
+        applied.append(record.offset)
+
     async def offer() -> None:
         for offset in offsets:
-            for record in await guard.admitted(event_at(offset)):
-                applied.append(record.offset)
-                guard.applied(record)
+            await guard.apply_in_order(event_at(offset), apply)
 
     asyncio.run(offer())
     return applied
