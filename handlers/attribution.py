@@ -206,7 +206,9 @@ def rests_on(statement: str, evidence: Iterable[str], *, names: Iterable[str]) -
 
     A quarter is enough for a paraphrase ("The user is a maths teacher." / "I teach maths") and
     too much for a common word alone ("工作" in someone else's question). A statement with no
-    content terms of its own cannot be judged and counts as resting.
+    content terms of its own cannot be judged and counts as resting; nor can a translation (an
+    English statement about a Chinese conversation, which small models often write): words
+    cannot be matched across scripts.
     """
     names = list(names)
     claimed = evidence_terms(statement, ignore=names)
@@ -215,4 +217,15 @@ def rests_on(statement: str, evidence: Iterable[str], *, names: Iterable[str]) -
     said: set[str] = set()
     for text in evidence:
         said |= evidence_terms(text, ignore=names)
+    if _main_script(claimed) != _main_script(said):
+        return True
     return len(claimed & said) >= EVIDENCE_SHARE * len(claimed)
+
+
+def _main_script(terms: set[str]) -> str | None:
+    """ "cjk" or "latin", whichever more of the terms are written in (numbers count for neither)."""
+    cjk = sum(1 for term in terms if _CJK_RUN.search(term))
+    latin = sum(1 for term in terms if not term.isdigit() and not _CJK_RUN.search(term))
+    if cjk == latin == 0:
+        return None
+    return "cjk" if cjk > latin else "latin"

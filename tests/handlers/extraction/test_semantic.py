@@ -430,3 +430,15 @@ def test_a_chinese_fact_must_rest_on_its_subjects_own_messages() -> None:
     banker = answer(fact("用户在银行上班。", subject="the user"))
     assert parse(doctor, chinese) == []
     assert [m.text for m in parse(banker, chinese)] == ["用户在银行上班。"]
+
+
+def test_a_translated_fact_cannot_be_judged_by_its_words_and_is_kept() -> None:
+    """Small models often answer a Chinese conversation in English; the facts are still right."""
+    chinese = snapshot(
+        turns=[
+            {"content": "我对青霉素过敏，下个月要搬到成都。"},
+            {"role": "assistant", "content": "好的，我记住了。"},
+        ]
+    )
+    allergy = answer(fact("The user is allergic to penicillin.", subject="the user"))
+    assert [m.text for m in parse(allergy, chinese)] == ["The user is allergic to penicillin."]
