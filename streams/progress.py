@@ -45,7 +45,8 @@ REREAD_CHECK_SECONDS = 5.0
 
 Verdict = Literal["apply", "applied-already", "fill-gap"]
 LogReader = Callable[[TP, int, int], Awaitable[list[InputRecord]]]
-"""`read(tp, start, end)`: the records of `tp` with offsets in `[start, end)`, in order."""
+"""`read(tp, start, end)`: records of `tp` with offsets in `[start, end)`, in order: all of them
+or a first chunk (at least one record unless the range holds none)."""
 
 
 def admit(last_applied: int | None, offset: int) -> Verdict:
@@ -107,31 +108,6 @@ class PartitionGuard:
         stored = self._table.get(progress_key(tp))
         return int(stored) if stored else None
 
-    async def admitted(self, event: EventT[bytes]) -> list[InputRecord]:
-        """The records to apply now, in order: any skipped ones read from the log, then this one.
-
-        Empty when this record was applied already.
-        """
-        record = InputRecord.from_event(event)
-        last = self.last_applied(record.tp)
-        verdict = admit(last, record.offset)
-        if verdict == "applied-already":
-            return []
-        if verdict == "apply":
-            return [record]
-        start = (last if last is not None else -1) + 1
-        missing = await self._read_log(record.tp, start, record.offset)
-        log.warning(
-            "%s: the consumer skipped %s[%d] offsets %d..%d; applying %d record(s) from the log",
-            self._stage,
-            record.topic,
-            record.partition,
-            start,
-            record.offset - 1,
-            len(missing),
-        )
-        return [*missing, record]
-
     def applied(self, record: InputRecord) -> None:
         """Record that the stage applied `record` (call after its effects are written)."""
         self._table[progress_key(record.tp)] = str(record.offset).encode()
@@ -139,10 +115,34 @@ class PartitionGuard:
     async def apply_in_order(
         self, event: EventT[bytes], apply: Callable[[InputRecord], Awaitable[None]]
     ) -> None:
-        """`apply` every admitted record (skipped ones first), recording progress after each."""
-        for record in await self.admitted(event):
-            await apply(record)
+        """`apply` this event's record, after any skipped ones before it (read from the log in
+        chunks); record progress after each. A redelivered record is passed over."""
+        record = InputRecord.from_event(event)
+        while True:
+            last = self.last_applied(record.tp)
+            verdict = admit(last, record.offset)
+            if verdict == "applied-already":
+                return
+            if verdict == "fill-gap":
+                start = (last if last is not None else -1) + 1
+                missing = await self._read_log(record.tp, start, record.offset)
+                log.warning(
+                    "%s: the consumer skipped %s[%d] offsets %d..%d; applying %d from the log",
+                    self._stage,
+                    record.topic,
+                    record.partition,
+                    start,
+                    record.offset - 1,
+                    len(missing),
+                )
+                for skipped in missing:
+                    await apply(skipped)
+                    self.applied(skipped)
+                if missing:
+                    continue  # perhaps a first chunk: read on until the gap is closed
+            await apply(record)  # next in line, or the rest of the gap is a hole in the log
             self.applied(record)
+            return
 
     async def reread_skipped(self, app: Any) -> None:
         """Seek the consumer back where it committed past records this stage never applied.
@@ -203,9 +203,12 @@ class KafkaLogReader:
     Waits out broker outages with back-off (the stage cannot go on without these records).
     """
 
-    def __init__(self, bootstrap_servers: str, *, fetch_timeout_ms: int = 1000) -> None:
+    def __init__(
+        self, bootstrap_servers: str, *, fetch_timeout_ms: int = 1000, chunk: int = 500
+    ) -> None:
         self._bootstrap_servers = bootstrap_servers
         self._fetch_timeout_ms = fetch_timeout_ms
+        self._chunk = chunk
 
     async def __call__(self, tp: TP, start: int, end: int) -> list[InputRecord]:
         backoff = 0.5
@@ -235,5 +238,7 @@ class KafkaLogReader:
                         return records  # the record that revealed the gap exists: all read
                     if fetched.offset >= start:
                         records.append(InputRecord.from_consumer_record(fetched))
+                    if len(records) >= self._chunk:
+                        return records
         finally:
             await consumer.stop()

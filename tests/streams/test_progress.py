@@ -67,15 +67,17 @@ class Log:
     """The partition as the broker has it: `holes` are offsets with no record."""
 
     holes: set[int] = field(default_factory=set)
+    chunk: int = 100
     reads: list[tuple[int, int]] = field(default_factory=list)
 
     async def __call__(self, tp: TP, start: int, end: int) -> list[InputRecord]:
         self.reads.append((start, end))
-        return [
+        records = [
             InputRecord(tp.topic, tp.partition, offset, b"ann|s1", b"{}")
             for offset in range(start, end)
             if offset not in self.holes
         ]
+        return records[: self.chunk]
 
 
 def deliver(guard: PartitionGuard, offsets: list[int]) -> list[int]:
@@ -108,6 +110,13 @@ def test_a_hole_in_the_log_is_passed_over() -> None:
     guard = PartitionGuard({}, log, stage="window", topics=["turns"])
     assert deliver(guard, [0, 1, 2, 4]) == [0, 1, 2, 4]
     assert log.reads == [(3, 4)]
+
+
+def test_a_long_gap_is_read_in_chunks() -> None:
+    log = Log(holes={6}, chunk=2)
+    guard = PartitionGuard({}, log, stage="projector", topics=["turns"])
+    assert deliver(guard, [0, 8]) == [0, 1, 2, 3, 4, 5, 7, 8]
+    assert log.reads == [(1, 8), (3, 8), (5, 8)]  # the last chunk, 5 and 7, closes the gap
 
 
 def test_progress_recovers_with_the_table() -> None:
