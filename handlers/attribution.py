@@ -223,7 +223,7 @@ def rests_on(statement: str, evidence: Iterable[str], *, names: Iterable[str]) -
 
 
 def _main_script(terms: set[str]) -> str | None:
-    """ "cjk" or "latin", whichever more of the terms are written in (numbers count for neither)."""
+    """The script most terms are written in, "cjk" or "latin" (numbers count for neither)."""
     cjk = sum(1 for term in terms if _CJK_RUN.search(term))
     latin = sum(1 for term in terms if not term.isdigit() and not _CJK_RUN.search(term))
     if cjk == latin == 0:
