@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import faust
+from faust.types import TableT
 
 from streams.settings import StreamSettings
 
@@ -41,4 +42,11 @@ def raw_topic(app: faust.App, name: str, settings: StreamSettings) -> faust.Topi
         value_type=bytes,
         partitions=settings.partitions,
         replicas=settings.replication_factor,
+    )
+
+
+def raw_table(app: faust.App, name: str, settings: StreamSettings) -> TableT[bytes, bytes | None]:
+    """A table of raw bytes (no default value), partitioned like the pipeline's topics."""
+    return app.Table(
+        name, default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes
     )

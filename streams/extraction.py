@@ -24,7 +24,7 @@ from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers.extraction.base import Extractor, extract
 from handlers.ports import ChatModel, Embedder, ProviderUnavailable
 from handlers.reconcile import additions, extraction_finished
-from streams.app import faust_app, raw_topic
+from streams.app import faust_app, raw_table, raw_topic
 from streams.dead_letters import dead_letter, or_dead_letter
 from streams.progress import guard_partitions
 from streams.records import InputRecord
@@ -47,13 +47,7 @@ def create_extraction_app(
     snapshots = raw_topic(app, settings.topics.snapshots, settings)
     memories = raw_topic(app, settings.topics.memories, settings)
     dead_letters = raw_topic(app, settings.topics.dead_letters, settings)
-    progress = app.Table(
-        "extracted-seqs",
-        default=None,
-        partitions=settings.partitions,
-        key_type=bytes,
-        value_type=bytes,
-    )
+    progress = raw_table(app, "extracted-seqs", settings)
     guard = guard_partitions(
         app,
         progress,

@@ -49,12 +49,17 @@ LogReader = Callable[[TP, int, int], Awaitable[list[InputRecord]]]
 or a first chunk (at least one record unless the range holds none)."""
 
 
+def next_offset(last_applied: int | None) -> int:
+    """The offset a partition's next record should have; 0 with no recorded progress."""
+    return 0 if last_applied is None else last_applied + 1
+
+
 def admit(last_applied: int | None, offset: int) -> Verdict:
     """What to do with the record at `offset`, given the partition's last applied offset.
 
     With no recorded progress the partition is expected to start at offset 0.
     """
-    expected = (last_applied if last_applied is not None else -1) + 1
+    expected = next_offset(last_applied)
     if offset < expected:
         return "applied-already"
     if offset == expected:
@@ -68,8 +73,7 @@ def unapplied_commits(
     """Partitions committed past records never applied, with the offset to read again from."""
     behind: dict[TP, int] = {}
     for tp, offset in committed.items():
-        last = last_applied(tp)
-        expected = (last if last is not None else -1) + 1
+        expected = next_offset(last_applied(tp))
         if offset is not None and offset > expected:
             behind[tp] = expected
     return behind
@@ -124,7 +128,7 @@ class PartitionGuard:
             if verdict == "applied-already":
                 return
             if verdict == "fill-gap":
-                start = (last if last is not None else -1) + 1
+                start = next_offset(last)
                 missing = await self._read_log(record.tp, start, record.offset)
                 log.warning(
                     "%s: the consumer skipped %s[%d] offsets %d..%d; applying %d from the log",

@@ -17,7 +17,7 @@ from pymongo.errors import ConnectionFailure, OperationFailure
 
 from events.codec import AnyEvent, EventDecodeError, decode
 from projections import ensure_indexes, project
-from streams.app import faust_app
+from streams.app import faust_app, raw_table
 from streams.dead_letters import dead_letter_record
 from streams.progress import guard_partitions
 from streams.records import InputRecord
@@ -42,13 +42,7 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
-    applied_offsets = app.Table(
-        "applied-offsets",
-        default=None,
-        partitions=settings.partitions,
-        key_type=bytes,
-        value_type=bytes,
-    )
+    applied_offsets = raw_table(app, "applied-offsets", settings)
     guard = guard_partitions(
         app,
         applied_offsets,

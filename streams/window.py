@@ -18,7 +18,7 @@ import faust
 from events.codec import EventDecodeError, decode, encode
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.window import SessionWindow, decide, idle_command, is_idle
-from streams.app import faust_app, raw_topic
+from streams.app import faust_app, raw_table, raw_topic
 from streams.dead_letters import dead_letter, or_dead_letter
 from streams.progress import guard_partitions, is_progress_key
 from streams.records import InputRecord
@@ -33,13 +33,7 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
     turns = raw_topic(app, settings.topics.turns, settings)
     snapshots = raw_topic(app, settings.topics.snapshots, settings)
     dead_letters = raw_topic(app, settings.topics.dead_letters, settings)
-    windows = app.Table(
-        "session-windows",
-        default=None,
-        partitions=settings.partitions,
-        key_type=bytes,
-        value_type=bytes,
-    )
+    windows = raw_table(app, "session-windows", settings)
     guard = guard_partitions(
         app,
         windows,
