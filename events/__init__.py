@@ -1,33 +1,55 @@
 """Immutable event models, the codec and topic names. Imports neither faust nor pymongo."""
 
-from events.codec import AnyEvent, EventDecodeError, decode, encode
+from events.codec import AnyEvent, EventDecodeError, EventTooLarge, decode, encode
 from events.dead_letters import InputDeadLettered
 from events.memories import (
+    ASSISTANT_SUBJECT,
     MEMORY_TYPES,
+    USER_SUBJECT,
     Evidence,
     MemoryAdded,
     MemoryContent,
+    MemoryEvent,
     MemoryReinforced,
     MemoryType,
     MemoryUpdated,
+    Owner,
     derived_id,
 )
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.topics import Topics
-from events.turns import Principal, SessionFlushRequested, SessionIdled, TurnRecorded, session_key
+from events.turns import (
+    MAX_CONTENT_CHARS,
+    ROLES,
+    Principal,
+    Role,
+    SessionFlushRequested,
+    SessionIdled,
+    TurnRecorded,
+    session_key,
+    speaker_name_problem,
+)
 
 __all__ = [
+    "ASSISTANT_SUBJECT",
+    "MAX_CONTENT_CHARS",
     "MEMORY_TYPES",
+    "ROLES",
+    "USER_SUBJECT",
     "AnyEvent",
     "EventDecodeError",
+    "EventTooLarge",
     "Evidence",
     "InputDeadLettered",
     "MemoryAdded",
     "MemoryContent",
+    "MemoryEvent",
     "MemoryReinforced",
     "MemoryType",
     "MemoryUpdated",
+    "Owner",
     "Principal",
+    "Role",
     "SessionFlushRequested",
     "SessionIdled",
     "SnapshotExtracted",
@@ -40,4 +62,5 @@ __all__ = [
     "encode",
     "session_key",
     "snapshot_id",
+    "speaker_name_problem",
 ]

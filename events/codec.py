@@ -39,22 +39,44 @@ EVENT_TYPES: tuple[type[Any], ...] = (
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def _snapshot_extracted_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 closed an extraction whose `MemoryAdded` events travelled as records of their own (and
+    are still projected as such); v2 carries the decisions itself. A v1 record has none."""
+    lifted = {key: value for key, value in payload.items() if key != "memory_ids"}
+    return {**lifted, "schema_version": 2, "decisions": []}
+
+
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("SnapshotExtracted", 1): _snapshot_extracted_v1_to_v2,
+}
 """`(event_type, from_version) -> function` returning the payload at `from_version + 1`.
 
 Register one here whenever an event's `schema_version` is bumped; stored events are upcast on read.
 """
 
 MAX_EVENT_BYTES = 1_000_000
+"""The largest record the pipeline reads or writes: below the broker's default message limit
+(1 MiB), so nothing it accepts can be refused by the broker."""
 
 
 class EventDecodeError(ValueError):
     """A record is not a valid memstream event; the message says why."""
 
 
+class EventTooLarge(ValueError):
+    """An event encodes to more than `MAX_EVENT_BYTES`; the message says how large it is."""
+
+
 def encode(event: AnyEvent) -> bytes:
-    """Serialise an event to compact JSON bytes."""
-    return orjson.dumps(event.model_dump(mode="json"))
+    """Serialise an event to compact JSON bytes (`EventTooLarge` beyond `MAX_EVENT_BYTES`)."""
+    data = orjson.dumps(event.model_dump(mode="json"))
+    if len(data) > MAX_EVENT_BYTES:
+        raise EventTooLarge(
+            f"{event.event_type} {event.event_id} is {len(data)} bytes, more than {MAX_EVENT_BYTES}"
+        )
+    return data
 
 
 def decode(data: bytes | str) -> AnyEvent:

@@ -15,6 +15,10 @@ from events.base import Event, Identifier, UtcDatetime
 MemoryType = Literal["semantic", "episodic", "procedural", "taxonomic"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("semantic", "episodic", "procedural", "taxonomic")
 Owner = Literal["user", "agent"]
+USER_SUBJECT = "the user"
+"""The subject of every memory about the current user (another person's is their name)."""
+ASSISTANT_SUBJECT = "assistant"
+"""The subject of what the AI assistant provided (owner `agent`)."""
 MemorySource = Literal["extraction", "sdk"]
 
 _MEMORY_NAMESPACE = uuid.UUID("0b6f0c1e-8c55-4c8e-b7f0-5d3f7a2e4c91")
@@ -100,3 +104,7 @@ class MemoryReinforced(_MemoryEvent):
     version: int = Field(ge=1)
     evidence: Evidence
     merged_attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+MemoryEvent = MemoryAdded | MemoryUpdated | MemoryReinforced
+"""A reconciliation decision about one memory."""

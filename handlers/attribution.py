@@ -1,4 +1,4 @@
-"""Who a fact is about, enforced after extraction (SPEC §3, §6).
+"""Who a fact is about, enforced after extraction (docs/architecture.md, "Speakers").
 
 The extraction prompt asks the LLM for these rules; this module makes them hold whatever the LLM
 wrote in a fact's ``subject``:
@@ -20,10 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-Owner = Literal["user", "agent"]
+from events.memories import ASSISTANT_SUBJECT, USER_SUBJECT, Owner
+
 SubjectKind = Literal["current_user", "third_party", "assistant"]
-USER_SUBJECT = "the user"
-ASSISTANT_SUBJECT = "assistant"
 USER_ALIASES = frozenset(
     {"user", "the user", "current user", "the current user", "i", "me", "myself"}
     | {"用户", "该用户", "当前用户", "我"}

@@ -1,4 +1,4 @@
-"""Whose memory a call writes to (SPEC §7).
+"""Whose memory a call writes to (docs/architecture.md, "Identity").
 
 The standalone memory service uses the explicit `user_id` of every call. A deployed agent invoked
 by a service account uses the service account's own id instead: any end-user `user_id` supplied

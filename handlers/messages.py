@@ -1,9 +1,9 @@
-"""Normalising chat messages from OpenAI- and Anthropic-style input (SPEC §1, §6).
+"""Normalising chat messages from OpenAI- and Anthropic-style input (docs/architecture.md, "Turns").
 
 Pure: no I/O. The SDK calls :func:`normalize_messages` before anything is sent, so a bad
 message is refused with :class:`InvalidMessageError` naming its index and the reason.
 
-Decisions this module makes (SPEC leaves them open):
+Decisions this module makes:
 
 * Surrounding whitespace is not content: every content is stripped; whitespace-only is empty.
 * Text parts / text blocks of one message are joined with ``"\\n"``.
@@ -24,13 +24,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-Role = Literal["user", "assistant", "system", "tool"]
-ROLES: tuple[Role, ...] = get_args(Role)
-DEFAULT_MAX_CONTENT_CHARS = 32_000
-FORBIDDEN_NAME_CHARS = "[]:"
-"""A name is rendered as ``[John]:``, so it may not contain these (nor line breaks)."""
+from events.turns import MAX_CONTENT_CHARS, ROLES, Role, speaker_name_problem
 
 
 class InvalidMessageError(ValueError):
@@ -40,24 +36,6 @@ class InvalidMessageError(ValueError):
         super().__init__(f"message {index}: {reason}")
         self.index = index
         self.reason = reason
-
-
-def speaker_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a speaker's name, or ``None`` when it can.
-
-    A name must be non-empty, printable on one line, free of ``[``, ``]`` and ``:`` (it is
-    rendered as ``[John]:``) and must not be a role label (``user``, ``assistant``, ``system``,
-    ``tool``, any case), which would read back as that role.
-    """
-    if not name.strip():
-        return "name is empty"
-    if any(char in FORBIDDEN_NAME_CHARS for char in name):
-        return f"name {name!r} contains one of '[', ']' or ':'"
-    if not name.isprintable():
-        return f"name {name!r} contains a line break or control character"
-    if name.strip().casefold() in ROLES:
-        return f"name {name!r} is a role label; use the role instead"
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +74,7 @@ class _Extracted:
 def normalize_messages(
     messages: Sequence[Mapping[str, Any]],
     *,
-    max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+    max_content_chars: int = MAX_CONTENT_CHARS,
 ) -> list[ChatMessage]:
     """Normalise OpenAI- or Anthropic-style messages, refusing malformed ones.
 

@@ -1,4 +1,6 @@
-"""The conversation text format, for prompts and for raw history (L1_RAW) — SPEC §6.
+"""The conversation text format, for prompts and for raw history (L1_RAW).
+
+See docs/architecture.md, "Speakers".
 
 Pure: no I/O. The format, one message per speaker prefix::
 
@@ -26,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from handlers.messages import ROLES, ChatMessage, speaker_name_problem
+from events.turns import ROLES, speaker_name_problem
+from handlers.messages import ChatMessage
 
 Language = Literal["en", "zh"]
 ZH_SHARE_THRESHOLD = 0.25

@@ -1,26 +1,64 @@
 """The session window: turns accumulate per session until it is eligible for promotion.
 
-Pure decisions, `decide(window, input, offset, now) -> WindowDecision`. The stream agent applies a
-decision by sending its snapshot (if any) and then storing its window. Every input carries the
-turns-topic offset it was read at; inputs at or below `window.last_offset` were already applied
-(a redelivery after a crash) and change nothing, which makes promotion effectively-once.
+Pure decisions, `decide(window, input, offset=…, policy=…) -> WindowDecision`, that depend only
+on the inputs (docs/architecture.md, "Time"):
+
+* **Time is event time.** A turn counts as activity at its `recorded_at`; an idle command or a
+  flush acts at its `occurred_at`. The wall clock only *triggers* the idle command (the timer
+  in `streams.window` writes it to the turns topic first), so replaying the turns topic — on
+  another machine, a day later — promotes exactly the same snapshots.
+* **Identity comes from the turns.** A snapshot's id derives from the ids of the turns it holds
+  (`events.snapshots.snapshot_id`); `seq` only numbers a session's snapshots.
+* **A turn is promoted once.** A turn whose `event_id` the window has seen recently with the
+  same content (a producer retry) is ignored; the same id with other content is a collision,
+  rejected with the reason (the stage dead-letters it). Inputs at or below `last_offset` were
+  already applied (a redelivery after a crash) and change nothing.
+* **A window fits in one record.** When the next turn would push the window past
+  `max_snapshot_bytes`, the pending turns are promoted first (reason `count`).
+
+The stage applies a decision by sending its snapshots (waiting for the broker's ack) and then
+storing the window; a crash in between re-promotes the same turns under the same id.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+import orjson
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from events.base import UtcDatetime
+from events.codec import MAX_EVENT_BYTES
 from events.memories import derived_id
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 
+RECENT_TURNS_REMEMBERED = 64
+"""How many of a session's latest turn ids the window remembers to recognise a re-sent turn.
+
+A producer retry or a re-sent record arrives within moments of the original, at most a window
+later; 64 covers three full windows at the default `max_messages` (20) at ~60 bytes each."""
+SNAPSHOT_ENVELOPE_BYTES = 2_000
+"""An upper bound on a snapshot's bytes besides its turns (ids up to 200 characters, times …)."""
+DEFAULT_MAX_SNAPSHOT_BYTES = 512_000
+"""Half the largest record (`MAX_EVENT_BYTES`): a single turn (at most 32,000 characters, under
+200 kB encoded even if every character needs a 6-byte escape) always fits."""
+
+
+class RecentTurn(BaseModel):
+    """A turn id the window has seen, with a fingerprint of what it said."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn_id: str
+    fingerprint: str
+
 
 class SessionWindow(BaseModel):
-    """The open window of one session: its pending turns and the next snapshot's seq."""
+    """The open window of one session: its pending turns and what the window needs to decide."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -29,12 +67,26 @@ class SessionWindow(BaseModel):
     agent_id: str | None = None
     seq: int = 0
     turns: tuple[SnapshotTurn, ...] = ()
+    pending_bytes: int = 0
     last_offset: int = -1
-    last_turn_at: UtcDatetime | None = None
+    last_activity_at: UtcDatetime | None = None
+    """The latest `recorded_at` among the pending turns (None when nothing is pending)."""
+    recent: tuple[RecentTurn, ...] = ()
 
     @classmethod
     def opened(cls, user_id: str, session_id: str) -> SessionWindow:
         return cls(user_id=user_id, session_id=session_id)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_earlier_releases(cls, stored: Any) -> Any:
+        """Windows stored by 0.1 kept the processing time of their last turn (`last_turn_at`)
+        and no fingerprints: their pending turns count as active at their own event time."""
+        if isinstance(stored, dict) and "last_turn_at" in stored:
+            stored = {key: value for key, value in stored.items() if key != "last_turn_at"}
+            turns = stored.get("turns") or []
+            stored["last_activity_at"] = turns[-1]["occurred_at"] if turns else None
+        return stored
 
 
 @dataclass(frozen=True)
@@ -43,44 +95,96 @@ class WindowPolicy:
 
     max_messages: int
     idle_timeout: timedelta
+    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+
+    def __post_init__(self) -> None:
+        limit = MAX_EVENT_BYTES - SNAPSHOT_ENVELOPE_BYTES
+        if not 10_000 <= self.max_snapshot_bytes <= limit:
+            raise ValueError(f"max_snapshot_bytes must be between 10000 and {limit}")
 
 
 @dataclass(frozen=True)
 class WindowDecision:
-    """The window after an input, the snapshot it promoted (if any), or why it was ignored."""
+    """The window after an input and the snapshots it promoted; or why the input was ignored
+    (`ignored`: nothing to do) or refused (`rejected`: poison input, to be dead-lettered)."""
 
     window: SessionWindow
-    snapshot: SnapshotPromoted | None = None
+    snapshots: tuple[SnapshotPromoted, ...] = ()
     ignored: str | None = None
+    rejected: str | None = None
 
 
 WindowInput = TurnRecorded | SessionFlushRequested | SessionIdled
 
 
 def decide(
-    window: SessionWindow | None,
-    command: WindowInput,
-    *,
-    offset: int,
-    now: datetime,
-    policy: WindowPolicy,
+    window: SessionWindow | None, command: WindowInput, *, offset: int, policy: WindowPolicy
 ) -> WindowDecision:
-    """Apply one input read at `offset` (processing time `now`) to a session's window."""
+    """Apply one input, read at turns-topic `offset`, to its session's window."""
     current = window or SessionWindow.opened(command.user_id, command.session_id)
     if offset <= current.last_offset:
         return WindowDecision(current, ignored=f"offset {offset} already applied")
     current = current.model_copy(update={"last_offset": offset})
     if isinstance(command, TurnRecorded):
-        return _on_turn(current, command, now, policy)
+        return _on_turn(current, command, policy)
     if isinstance(command, SessionFlushRequested):
-        return _promote(current, "flush", now) if current.turns else _ignore(current, "empty")
-    return _on_idle(current, command, now, policy)
+        if not current.turns:
+            return WindowDecision(current, ignored="nothing pending")
+        closed, snapshot = _promote(current, "flush", command.occurred_at)
+        return WindowDecision(closed, (snapshot,))
+    return _on_idle(current, command, policy)
 
 
-def _on_turn(
-    window: SessionWindow, turn: TurnRecorded, now: datetime, policy: WindowPolicy
-) -> WindowDecision:
-    pending = SnapshotTurn(
+def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) -> WindowDecision:
+    fingerprint = turn_fingerprint(turn)
+    seen = next((r.fingerprint for r in window.recent if r.turn_id == turn.event_id), None)
+    if seen == fingerprint:
+        return WindowDecision(window, ignored=f"turn {turn.event_id} was already recorded")
+    if seen is not None:
+        return WindowDecision(
+            window,
+            rejected=f"turn id collision: {turn.event_id} was recorded before with other content",
+        )
+    pending = _snapshot_turn(turn)
+    size = snapshot_turn_bytes(pending)
+    snapshots: list[SnapshotPromoted] = []
+    if window.turns and window.pending_bytes + size > policy.max_snapshot_bytes:
+        window, snapshot = _promote(window, "count", turn.recorded_at)
+        snapshots.append(snapshot)
+    window = _with_turn(window, turn, pending, size, fingerprint)
+    if len(window.turns) >= policy.max_messages:
+        window, snapshot = _promote(window, "count", turn.recorded_at)
+        snapshots.append(snapshot)
+    return WindowDecision(window, tuple(snapshots))
+
+
+def _with_turn(
+    window: SessionWindow, turn: TurnRecorded, pending: SnapshotTurn, size: int, fingerprint: str
+) -> SessionWindow:
+    last = window.last_activity_at
+    recent = (*window.recent, RecentTurn(turn_id=turn.event_id, fingerprint=fingerprint))
+    return window.model_copy(
+        update={
+            "turns": (*window.turns, pending),
+            "pending_bytes": window.pending_bytes + size,
+            "last_activity_at": turn.recorded_at if last is None else max(last, turn.recorded_at),
+            "agent_id": turn.agent_id or window.agent_id,
+            "recent": recent[-RECENT_TURNS_REMEMBERED:],
+        }
+    )
+
+
+def _on_idle(window: SessionWindow, command: SessionIdled, policy: WindowPolicy) -> WindowDecision:
+    if command.window_seq != window.seq:
+        return WindowDecision(window, ignored=f"stale idle command for window {command.window_seq}")
+    if not is_idle(window, command.occurred_at, policy):
+        return WindowDecision(window, ignored=f"session was not idle at {command.occurred_at}")
+    closed, snapshot = _promote(window, "idle", command.occurred_at)
+    return WindowDecision(closed, (snapshot,))
+
+
+def _snapshot_turn(turn: TurnRecorded) -> SnapshotTurn:
+    return SnapshotTurn(
         turn_id=turn.event_id,
         role=turn.role,
         name=turn.name,
@@ -88,36 +192,14 @@ def _on_turn(
         content=turn.content,
         occurred_at=turn.occurred_at,
     )
-    window = window.model_copy(
-        update={
-            "turns": (*window.turns, pending),
-            "last_turn_at": now,
-            "agent_id": turn.agent_id or window.agent_id,
-        }
-    )
-    if len(window.turns) >= policy.max_messages:
-        return _promote(window, "count", now)
-    return WindowDecision(window)
 
 
-def _on_idle(
-    window: SessionWindow, command: SessionIdled, now: datetime, policy: WindowPolicy
-) -> WindowDecision:
-    if command.window_seq != window.seq:
-        return _ignore(window, f"stale idle command for window {command.window_seq}")
-    if not is_idle(window, now, policy):
-        return _ignore(window, "session is not idle")
-    return _promote(window, "idle", now)
-
-
-def _ignore(window: SessionWindow, reason: str) -> WindowDecision:
-    return WindowDecision(window, ignored=reason)
-
-
-def _promote(window: SessionWindow, reason: PromotionReason, now: datetime) -> WindowDecision:
+def _promote(
+    window: SessionWindow, reason: PromotionReason, at: datetime
+) -> tuple[SessionWindow, SnapshotPromoted]:
     snapshot = SnapshotPromoted(
-        event_id=snapshot_id(window.user_id, window.session_id, window.seq),
-        occurred_at=now,
+        event_id=snapshot_id(window.user_id, window.session_id, [t.turn_id for t in window.turns]),
+        occurred_at=at,
         user_id=window.user_id,
         session_id=window.session_id,
         agent_id=window.agent_id,
@@ -125,21 +207,65 @@ def _promote(window: SessionWindow, reason: PromotionReason, now: datetime) -> W
         reason=reason,
         turns=window.turns,
     )
-    closed = window.model_copy(update={"seq": window.seq + 1, "turns": ()})
-    return WindowDecision(closed, snapshot=snapshot)
+    closed = window.model_copy(
+        update={"seq": window.seq + 1, "turns": (), "pending_bytes": 0, "last_activity_at": None}
+    )
+    return closed, snapshot
 
 
-def is_idle(window: SessionWindow, now: datetime, policy: WindowPolicy) -> bool:
-    """A window with pending turns whose last turn arrived `idle_timeout` ago or longer."""
-    if not window.turns or window.last_turn_at is None:
+def is_idle(window: SessionWindow, at: datetime, policy: WindowPolicy) -> bool:
+    """A window with pending turns whose latest activity is `idle_timeout` or more before `at`."""
+    if not window.turns or window.last_activity_at is None:
         return False
-    return now - window.last_turn_at >= policy.idle_timeout
+    return at - window.last_activity_at >= policy.idle_timeout
+
+
+def turn_fingerprint(turn: TurnRecorded) -> str:
+    """What a turn said, hashed: the same event sent twice has the same fingerprint.
+
+    `recorded_at` is left out, so a client that re-sends a turn under its id with a new
+    recording time is still recognised as re-sending it.
+    """
+    fields = turn.model_dump(mode="json", exclude={"recorded_at"})
+    return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def snapshot_turn_bytes(turn: SnapshotTurn) -> int:
+    """The bytes one turn adds to an encoded snapshot (its JSON and a separating comma)."""
+    return len(orjson.dumps(turn.model_dump(mode="json"))) + 1
+
+
+@dataclass(frozen=True)
+class IdleRequest:
+    """The idle timer's last request for a session: for which window, at what wall time."""
+
+    window_seq: int
+    at: datetime
+
+
+def should_request_idle(
+    window: SessionWindow,
+    now: datetime,
+    policy: WindowPolicy,
+    last_request: IdleRequest | None,
+) -> bool:
+    """Whether the idle timer should write an idle command for `window` at wall time `now`.
+
+    Only for a window idle as of `now`, and not again for the same window until another
+    `idle_timeout` (at least a second) has passed: the first command may still be on its way.
+    """
+    if not is_idle(window, now, policy):
+        return False
+    if last_request is None or last_request.window_seq != window.seq:
+        return True
+    resend_after = max(policy.idle_timeout, timedelta(seconds=1))
+    return now - last_request.at >= resend_after
 
 
 def idle_command(window: SessionWindow, now: datetime) -> SessionIdled:
-    """The command the idle timer sends through the turns topic for an idle window."""
+    """The command the idle timer writes to the turns topic for a window idle at `now`."""
     return SessionIdled(
-        event_id=derived_id("idle", window.user_id, window.session_id, window.seq),
+        event_id=derived_id("idle", window.user_id, window.session_id, window.seq, now.isoformat()),
         occurred_at=now,
         user_id=window.user_id,
         session_id=window.session_id,

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from events.memories import MemoryContent, MemoryType
+from events.memories import USER_SUBJECT, MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
 from handlers.attribution import (
     Attribution,
@@ -148,7 +148,7 @@ def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> Memory
     if attribution.kind == "current_user":
         statement = with_user_as_subject(statement, transcript.user_name)
     category = draft.category if draft.category in CATEGORIES else "other"
-    profile_field = draft.profile_field if attribution.subject == "the user" else None
+    profile_field = draft.profile_field if attribution.subject == USER_SUBJECT else None
     attributes = {"profile_field": profile_field} if profile_field in PROFILE_FIELDS else {}
     return MemoryContent(
         subject=attribution.subject,

@@ -13,6 +13,8 @@ import pytest
 import events.codec as codec
 from events import (
     EventDecodeError,
+    EventTooLarge,
+    SnapshotExtracted,
     SnapshotPromoted,
     TurnRecorded,
     decode,
@@ -22,7 +24,8 @@ from events import (
 )
 from events.codec import EVENT_TYPES, MAX_EVENT_BYTES
 from events.schema import export_schemas, json_schemas
-from handlers.reconcile import extraction_finished
+from handlers.extraction.base import ExtractionOutcome
+from handlers.extraction.results import extraction_result
 from tests import factories as f
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -41,8 +44,11 @@ EXAMPLES: dict[str, Any] = {
     "TurnRecorded/tool": lambda: f.turn(role="tool", tool_name="search", content='{"hits": 0}'),
     "SessionFlushRequested": lambda: f.flush(),
     "SessionIdled": lambda: f.idle(2),
-    "SnapshotExtracted": lambda: extraction_finished(
-        f.snapshot(), "semantic", [], attempts=2, failure=None, now=f.CLOCK
+    "SnapshotExtracted": lambda: extraction_result(
+        f.snapshot(), "semantic", ExtractionOutcome((f.content(),), 2), [[0.6, 0.8]]
+    ),
+    "SnapshotExtracted/failure": lambda: extraction_result(
+        f.snapshot(), "semantic", ExtractionOutcome((), 3, failure="invalid LLM output"), []
     ),
     "SnapshotPromoted": lambda: f.snapshot(
         turns=[f.turn(name="Tim"), f.turn(role="assistant", content="Noted.")], seq=3
@@ -79,7 +85,7 @@ def test_every_event_round_trips(name: str) -> None:
     assert decode(data.decode()) == event
     payload = json.loads(data)
     assert payload["event_type"] == type(event).__name__
-    assert payload["schema_version"] == 1
+    assert payload["schema_version"] == type(event).model_fields["schema_version"].default
 
 
 def test_examples_cover_every_event_type() -> None:
@@ -291,19 +297,56 @@ def test_upcasters_only_apply_to_their_event_type(monkeypatch: pytest.MonkeyPatc
     assert "schema_version" in _decode_error(LEGACY_TURN.read_bytes())
 
 
+def test_a_stored_v1_extraction_record_is_lifted_to_v2_without_decisions() -> None:
+    stored = SAMPLES / "legacy" / "SnapshotExtracted.v1.json"
+    event = decode(stored.read_bytes())
+    assert isinstance(event, SnapshotExtracted)
+    assert event.schema_version == 2
+    assert event.decisions == () and event.memory_ids == ()  # its MemoryAdded came separately
+    assert event.snapshot_id == json.loads(stored.read_text())["snapshot_id"]
+
+
+def test_an_extraction_record_refuses_a_decision_about_another_user() -> None:
+    payload = json.loads((SAMPLES / "SnapshotExtracted.json").read_text())
+    payload["decisions"][0]["user_id"] = "someone-else"
+    assert "decisions[0] is about user 'someone-else'" in _decode_error(payload)
+
+
+def test_encoding_refuses_an_event_larger_than_the_limit() -> None:
+    turns = [f.turn(content="x" * 30_000) for _ in range(40)]
+    with pytest.raises(EventTooLarge, match="more than 1000000"):
+        encode(f.snapshot(turns=turns))
+
+
 # --- deterministic ids ---------------------------------------------------------------------------
 
 
-def test_snapshot_id_is_deterministic() -> None:
-    assert snapshot_id("u1", "s1", 0) == snapshot_id("u1", "s1", 0)
-    ids = {snapshot_id(u, s, n) for u in ("u1", "u2") for s in ("s1", "s2") for n in (0, 1, 2)}
+def test_snapshot_id_depends_on_the_user_the_session_and_the_turns_in_order() -> None:
+    assert snapshot_id("u1", "s1", ["t1", "t2"]) == snapshot_id("u1", "s1", ["t1", "t2"])
+    ids = {
+        snapshot_id(u, s, turns)
+        for u in ("u1", "u2")
+        for s in ("s1", "s2")
+        for turns in (["t1"], ["t1", "t2"], ["t2", "t1"])
+    }
     assert len(ids) == 12
+
+
+def test_a_reused_session_id_with_new_turns_gets_a_new_snapshot_id() -> None:
+    # The embedded log was lost and the session id reused: seq restarts, the id does not repeat.
+    assert snapshot_id("u1", "s1", ["first-life-turn"]) != snapshot_id("u1", "s1", ["new-turn"])
+
+
+def test_a_snapshot_of_no_turns_has_no_id() -> None:
+    with pytest.raises(ValueError, match="at least one turn"):
+        snapshot_id("u1", "s1", [])
 
 
 def test_snapshot_id_is_stable_across_releases() -> None:
     # Stored snapshots are recognised by this id: changing the derivation breaks idempotency.
     stored = json.loads((SAMPLES / "SnapshotPromoted.json").read_text(encoding="utf-8"))
-    assert snapshot_id("u1", "s1", 0) == stored["event_id"]
+    turn_ids = [turn["turn_id"] for turn in stored["turns"]]
+    assert snapshot_id("u1", "s1", turn_ids) == stored["event_id"]
 
 
 def test_derived_id_is_deterministic_and_part_sensitive() -> None:
@@ -317,7 +360,7 @@ def test_derived_id_is_deterministic_and_part_sensitive() -> None:
 def test_snapshot_factory_uses_the_deterministic_id() -> None:
     event = f.snapshot(seq=4)
     assert isinstance(event, SnapshotPromoted)
-    assert event.event_id == snapshot_id("u1", "s1", 4)
+    assert event.event_id == snapshot_id("u1", "s1", event.turn_ids)
 
 
 # --- keys ----------------------------------------------------------------------------------------
@@ -364,7 +407,7 @@ def test_samples_validate_against_exported_schemas(path: Path, tmp_path: Path) -
 
 def test_oversized_text_record_is_measured_in_bytes() -> None:
     event = f.memory_added(content=f.content(attributes={"notes": "用" * 400_000}))
-    text = encode(event).decode()
+    text = orjson.dumps(event.model_dump(mode="json")).decode()  # `encode` refuses to write it
     assert len(text) < MAX_EVENT_BYTES < len(text.encode())
     with pytest.raises(EventDecodeError, match="bytes"):
         decode(text)

@@ -1,4 +1,4 @@
-"""Attribution of extracted facts to the current user, other humans and the AI (SPEC §6)."""
+"""Attribution of extracted facts to the current user, other humans and the AI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whose memory a call writes to (SPEC §7)."""
+"""Whose memory a call writes to (service-account identity)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Normalising OpenAI- and Anthropic-style messages (SPEC §1, §6)."""
+"""Normalising OpenAI- and Anthropic-style messages (the SDK's input rules)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,8 @@ from typing import Any
 
 import pytest
 
-from handlers.messages import (
-    ChatMessage,
-    InvalidMessageError,
-    normalize_messages,
-    speaker_name_problem,
-)
+from events.turns import speaker_name_problem
+from handlers.messages import ChatMessage, InvalidMessageError, normalize_messages
 
 # --- OpenAI style -------------------------------------------------------------------------------
 

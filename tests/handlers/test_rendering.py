@@ -1,4 +1,4 @@
-"""The rendered conversation format and reading raw history back (SPEC §6)."""
+"""The rendered conversation format and reading raw history back (the speaker rules)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,19 @@
-"""The session window: pure promotion decisions (count, flush, idle), idempotent by offset."""
+"""The session window: pure promotion decisions (count, bytes, flush, idle) in event time."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
+import orjson
 import pytest
 
-from events import SessionIdled, SnapshotPromoted, TurnRecorded, derived_id, snapshot_id
+from events import SessionIdled, SnapshotPromoted, TurnRecorded, derived_id, encode, snapshot_id
+from events.codec import MAX_EVENT_BYTES
 from handlers.window import (
+    RECENT_TURNS_REMEMBERED,
+    IdleRequest,
     SessionWindow,
     WindowDecision,
     WindowInput,
@@ -17,6 +21,9 @@ from handlers.window import (
     decide,
     idle_command,
     is_idle,
+    should_request_idle,
+    snapshot_turn_bytes,
+    turn_fingerprint,
 )
 from tests.factories import CLOCK, at, flush, idle, turn
 
@@ -29,54 +36,58 @@ def feed(
     window: SessionWindow | None = None,
     policy: WindowPolicy = POLICY,
     start_offset: int = 0,
-    now: datetime = CLOCK,
 ) -> tuple[SessionWindow, list[SnapshotPromoted], list[WindowDecision]]:
     """Apply `inputs` at consecutive offsets; the final window, the snapshots and all decisions."""
     decisions = []
-    snapshots = []
+    snapshots: list[SnapshotPromoted] = []
     for offset, command in enumerate(inputs, start=start_offset):
-        decision = decide(window, command, offset=offset, now=now, policy=policy)
+        decision = decide(window, command, offset=offset, policy=policy)
         decisions.append(decision)
-        window = decision.window
-        if decision.snapshot is not None:
-            snapshots.append(decision.snapshot)
-    assert window is not None
-    return window, snapshots, decisions
+        if not decision.ignored and not decision.rejected:
+            window = decision.window
+        snapshots.extend(decision.snapshots)
+    return window or decisions[-1].window, snapshots, decisions
 
 
 def turns(count: int, **overrides: object) -> list[TurnRecorded]:
     return [turn(content=f"message {i}", **overrides) for i in range(count)]
 
 
+def recorded(seconds: float, **overrides: object) -> TurnRecorded:
+    """A turn recorded `seconds` after CLOCK (said at the same time unless overridden)."""
+    fields: dict[str, object] = {"occurred_at": at(seconds), "recorded_at": at(seconds)}
+    fields.update(overrides)
+    return turn(**fields)
+
+
 # --- count ----------------------------------------------------------------------------------------
 
 
 def test_turns_below_max_messages_stay_pending() -> None:
-    pending = turns(2)
-    window, snapshots, decisions = feed(list(pending))
+    pending = [recorded(0), recorded(5)]
+    window, snapshots, decisions = feed(pending)
     assert snapshots == []
-    assert all(d.ignored is None for d in decisions)
+    assert all(d.ignored is None and d.rejected is None for d in decisions)
     assert [t.turn_id for t in window.turns] == [t.event_id for t in pending]
     assert window.seq == 0
     assert window.last_offset == 1
-    assert window.last_turn_at == CLOCK
+    assert window.last_activity_at == at(5)
 
 
 def test_count_promotion_at_exactly_max_messages() -> None:
-    sent = turns(3, agent_id="agent-1")
-    window, snapshots, decisions = feed(list(sent))
-    assert [d.snapshot is not None for d in decisions] == [False, False, True]
+    sent = [recorded(i, agent_id="agent-1", content=f"message {i}") for i in range(3)]
+    window, snapshots, decisions = feed(sent)
+    assert [len(d.snapshots) for d in decisions] == [0, 0, 1]
     (snap,) = snapshots
     assert snap.reason == "count"
     assert snap.seq == 0
-    assert snap.event_id == snapshot_id("u1", "s1", 0)
+    assert snap.event_id == snapshot_id("u1", "s1", [t.event_id for t in sent])
     assert (snap.user_id, snap.session_id, snap.agent_id) == ("u1", "s1", "agent-1")
-    assert [t.turn_id for t in snap.turns] == [t.event_id for t in sent]
     assert [t.content for t in snap.turns] == ["message 0", "message 1", "message 2"]
-    assert snap.occurred_at == CLOCK
+    assert snap.occurred_at == at(2)  # the event time of the turn that filled the window
     assert window.turns == ()
     assert window.seq == 1
-    assert window.last_offset == 2
+    assert window.last_activity_at is None
 
 
 def test_snapshot_turn_carries_the_turn_fields() -> None:
@@ -99,11 +110,13 @@ def test_snapshot_turn_carries_the_turn_fields() -> None:
 
 def test_long_session_gives_contiguous_non_overlapping_snapshots() -> None:
     sent = turns(10)
-    window, snapshots, _ = feed(list(sent))
+    window, snapshots, _ = feed(sent)
     assert [s.seq for s in snapshots] == [0, 1, 2]
-    assert [s.event_id for s in snapshots] == [snapshot_id("u1", "s1", n) for n in range(3)]
     promoted = [t.turn_id for s in snapshots for t in s.turns]
     assert promoted == [t.event_id for t in sent[:9]]
+    assert [s.event_id for s in snapshots] == [
+        snapshot_id("u1", "s1", [t.event_id for t in sent[n : n + 3]]) for n in (0, 3, 6)
+    ]
     assert [t.turn_id for t in window.turns] == [sent[9].event_id]
     assert window.seq == 3
 
@@ -120,16 +133,63 @@ def test_agent_id_is_kept_from_an_earlier_turn() -> None:
     assert snap.agent_id == "agent-7"
 
 
+# --- bytes ----------------------------------------------------------------------------------------
+
+BYTES_POLICY = WindowPolicy(
+    max_messages=100, idle_timeout=timedelta(seconds=60), max_snapshot_bytes=100_000
+)
+
+
+def test_a_turn_that_would_cross_the_byte_budget_promotes_the_window_first() -> None:
+    big = [recorded(i, content=chr(ord("a") + i) * 30_000) for i in range(4)]
+    window, snapshots, decisions = feed(big, policy=BYTES_POLICY)
+    assert [len(d.snapshots) for d in decisions] == [0, 0, 0, 1]
+    (snap,) = snapshots
+    assert [t.turn_id for t in snap.turns] == [t.event_id for t in big[:3]]
+    assert (snap.reason, snap.occurred_at) == ("count", at(3))
+    assert [t.turn_id for t in window.turns] == [big[3].event_id]
+    assert window.pending_bytes == snapshot_turn_bytes(window.turns[0])
+    assert len(encode(snap)) <= BYTES_POLICY.max_snapshot_bytes + 2_000
+
+
+def test_the_largest_possible_turn_always_fits_a_snapshot_record() -> None:
+    # Every character of the longest content needs a 6-byte JSON escape.
+    worst = turn(content="\x01" * 32_000, name="N" * 100)
+    policy = WindowPolicy(max_messages=1, idle_timeout=timedelta(seconds=60))
+    _, (snap,), _ = feed([worst], policy=policy)
+    assert len(encode(snap)) < MAX_EVENT_BYTES
+
+
+def test_a_window_never_encodes_beyond_its_byte_budget_plus_the_envelope() -> None:
+    rng = random.Random(7)
+    sent = [recorded(i, content="y" * rng.randint(1, 32_000)) for i in range(60)]
+    _, snapshots, _ = feed(sent, policy=BYTES_POLICY)
+    assert snapshots
+    for snap in snapshots:
+        assert len(encode(snap)) <= BYTES_POLICY.max_snapshot_bytes + 2_000
+
+
+@pytest.mark.parametrize("budget", [9_999, MAX_EVENT_BYTES])
+def test_a_byte_budget_outside_the_record_limit_is_refused(budget: int) -> None:
+    with pytest.raises(ValueError, match="max_snapshot_bytes"):
+        WindowPolicy(max_messages=3, idle_timeout=timedelta(seconds=1), max_snapshot_bytes=budget)
+
+
+def test_snapshot_turn_bytes_is_the_encoded_size_plus_a_separator() -> None:
+    _, (snap,), _ = feed(turns(3))
+    expected = sum(len(orjson.dumps(t.model_dump(mode="json"))) + 1 for t in snap.turns)
+    assert sum(snapshot_turn_bytes(t) for t in snap.turns) == expected
+
+
 # --- flush ----------------------------------------------------------------------------------------
 
 
-def test_flush_promotes_pending_turns() -> None:
+def test_flush_promotes_pending_turns_at_the_flush_time() -> None:
     sent = turns(2)
-    window, snapshots, decisions = feed([*sent, flush()])
+    window, snapshots, decisions = feed([*sent, flush(occurred_at=at(42))])
     (snap,) = snapshots
-    assert decisions[-1].snapshot == snap
-    assert snap.reason == "flush"
-    assert snap.seq == 0
+    assert decisions[-1].snapshots == (snap,)
+    assert (snap.reason, snap.seq, snap.occurred_at) == ("flush", 0, at(42))
     assert [t.turn_id for t in snap.turns] == [t.event_id for t in sent]
     assert window.turns == ()
     assert window.seq == 1
@@ -137,27 +197,22 @@ def test_flush_promotes_pending_turns() -> None:
 
 @pytest.mark.parametrize("history", [[], turns(3)], ids=["fresh", "just-promoted"])
 def test_flush_on_an_empty_window_is_ignored(history: list[TurnRecorded]) -> None:
-    window, snapshots, decisions = feed([*history, flush()])
-    assert decisions[-1].snapshot is None
-    assert decisions[-1].ignored == "empty"
-    assert window.seq == (1 if history else 0)
-    assert window.last_offset == len(history)  # the input still counts as applied
+    _, snapshots, decisions = feed([*history, flush()])
+    assert decisions[-1].snapshots == ()
+    assert decisions[-1].ignored == "nothing pending"
     assert len(snapshots) == (1 if history else 0)
 
 
 def test_flush_of_a_new_session_opens_its_window() -> None:
-    decision = decide(
-        None, flush(user_id="u9", session_id="s9"), offset=4, now=CLOCK, policy=POLICY
-    )
+    decision = decide(None, flush(user_id="u9", session_id="s9"), offset=4, policy=POLICY)
     assert (decision.window.user_id, decision.window.session_id) == ("u9", "s9")
-    assert decision.window.last_offset == 4
 
 
-# --- idle -----------------------------------------------------------------------------------------
+# --- idle: judged in event time -------------------------------------------------------------------
 
 
 def _pending_window() -> SessionWindow:
-    window, _, _ = feed(turns(2), now=CLOCK)
+    window, _, _ = feed([recorded(0), recorded(0)])
     return window
 
 
@@ -165,58 +220,81 @@ def _pending_window() -> SessionWindow:
     ("elapsed", "promoted"),
     [(0, False), (59.999, False), (60, True), (61, True), (3_600, True)],
 )
-def test_idle_command_promotes_only_when_the_session_is_idle(
+def test_idle_command_promotes_only_if_the_session_was_idle_at_the_command_time(
     elapsed: float, promoted: bool
 ) -> None:
     window = _pending_window()
-    decision = decide(window, idle(0), offset=10, now=at(elapsed), policy=POLICY)
+    decision = decide(window, idle(0, occurred_at=at(elapsed)), offset=10, policy=POLICY)
     if promoted:
-        assert decision.snapshot is not None
-        assert decision.snapshot.reason == "idle"
-        assert decision.snapshot.seq == 0
-        assert decision.snapshot.occurred_at == at(elapsed)
-        assert len(decision.snapshot.turns) == 2
+        (snap,) = decision.snapshots
+        assert (snap.reason, snap.seq, snap.occurred_at) == ("idle", 0, at(elapsed))
+        assert len(snap.turns) == 2
         assert decision.window.turns == ()
         assert decision.window.seq == 1
     else:
-        assert decision.snapshot is None
-        assert decision.ignored == "session is not idle"
-        assert decision.window.turns == window.turns
-    assert decision.window.last_offset == 10
+        assert decision.snapshots == ()
+        assert decision.ignored == f"session was not idle at {at(elapsed)}"
 
 
-def test_idle_is_measured_from_the_last_turn() -> None:
-    window, _, _ = feed([turn()], now=CLOCK)
-    window, _, _ = feed([turn()], window=window, start_offset=1, now=at(50))
-    assert decide(window, idle(0), offset=2, now=at(70), policy=POLICY).snapshot is None
-    assert decide(window, idle(0), offset=2, now=at(110), policy=POLICY).snapshot is not None
+def test_idle_is_measured_from_the_latest_recording_time() -> None:
+    window, _, _ = feed([recorded(0), recorded(50)])
+    assert decide(window, idle(0, occurred_at=at(70)), offset=2, policy=POLICY).ignored
+    assert decide(window, idle(0, occurred_at=at(110)), offset=2, policy=POLICY).snapshots
+
+
+def test_a_backfilled_conversation_is_not_idle_because_it_happened_long_ago() -> None:
+    # Imported turns said a year ago but recorded just now: activity is the recording time.
+    backfill = [recorded(0, occurred_at=CLOCK - timedelta(days=365)) for _ in range(2)]
+    window, _, _ = feed(backfill)
+    assert decide(window, idle(0, occurred_at=at(30)), offset=2, policy=POLICY).ignored
+
+
+def test_the_same_idle_command_decides_the_same_whenever_it_is_processed() -> None:
+    """The bug this replaces: idleness judged by the processing time made a replayed idle
+    command 'not idle' and let later turns join the window."""
+    window = _pending_window()
+    command = idle(0, occurred_at=at(60))
+    results = {decide(window, command, offset=5, policy=POLICY).snapshots for _ in range(3)}
+    assert len(results) == 1
 
 
 @pytest.mark.parametrize("window_seq", [1, 2, 7])
 def test_idle_command_for_another_window_is_ignored(window_seq: int) -> None:
-    decision = decide(_pending_window(), idle(window_seq), offset=10, now=at(600), policy=POLICY)
-    assert decision.snapshot is None
+    decision = decide(
+        _pending_window(), idle(window_seq, occurred_at=at(600)), offset=10, policy=POLICY
+    )
+    assert decision.snapshots == ()
     assert decision.ignored == f"stale idle command for window {window_seq}"
 
 
 def test_stale_idle_command_after_a_count_promotion_is_ignored() -> None:
     window = _pending_window()
-    command = idle_command(window, at(60))  # timer fires for window 0 ...
-    window, (snap,), _ = feed([turn()], window=window, start_offset=2, now=at(61))  # ... count wins
+    command = idle_command(window, at(60))  # the timer fires for window 0 ...
+    window, (snap,), _ = feed([recorded(61)], window=window, start_offset=2)  # ... count wins
     assert snap.seq == 0
-    window, _, _ = feed([turn()], window=window, start_offset=3, now=at(62))
-    decision = decide(window, command, offset=4, now=at(600), policy=POLICY)
-    assert decision.snapshot is None
-    assert decision.ignored is not None
-    assert "stale" in decision.ignored
+    window, _, _ = feed([recorded(62)], window=window, start_offset=3)
+    decision = decide(window, command, offset=4, policy=POLICY)
+    assert decision.snapshots == ()
+    assert decision.ignored is not None and "stale" in decision.ignored
     assert len(decision.window.turns) == 1
+
+
+def test_a_turn_recorded_after_the_idle_command_keeps_the_session_open() -> None:
+    roomy = WindowPolicy(max_messages=10, idle_timeout=timedelta(seconds=60))
+    window, _, _ = feed([recorded(0)], policy=roomy)
+    command = idle_command(window, at(60))
+    window, _, _ = feed([recorded(59)], window=window, start_offset=1, policy=roomy)
+    decision = decide(window, command, offset=2, policy=roomy)
+    assert decision.snapshots == ()
+    assert decision.ignored == f"session was not idle at {at(60)}"
+    assert len(decision.window.turns) == 2
 
 
 def test_idle_command_on_an_empty_window_is_ignored() -> None:
     window, _, _ = feed(turns(3))
-    decision = decide(window, idle(1), offset=3, now=at(600), policy=POLICY)
-    assert decision.snapshot is None
-    assert decision.ignored == "session is not idle"
+    decision = decide(window, idle(1, occurred_at=at(600)), offset=3, policy=POLICY)
+    assert decision.snapshots == ()
+    assert decision.ignored is not None and "not idle" in decision.ignored
 
 
 def test_is_idle() -> None:
@@ -224,73 +302,99 @@ def test_is_idle() -> None:
     window = _pending_window()
     assert not is_idle(window, at(59), POLICY)
     assert is_idle(window, at(60), POLICY)
-    emptied = window.model_copy(update={"turns": ()})
-    assert not is_idle(emptied, at(600), POLICY)
-    unknown_time = window.model_copy(update={"last_turn_at": None})
-    assert not is_idle(unknown_time, at(600), POLICY)
+    assert not is_idle(window.model_copy(update={"turns": ()}), at(600), POLICY)
+    assert not is_idle(window.model_copy(update={"last_activity_at": None}), at(600), POLICY)
 
 
-def test_idle_command_targets_the_current_window() -> None:
+def test_idle_command_targets_the_current_window_at_the_timer_time() -> None:
     window, _, _ = feed(turns(4))
     command = idle_command(window, at(90))
     assert isinstance(command, SessionIdled)
     assert (command.user_id, command.session_id, command.window_seq) == ("u1", "s1", 1)
     assert command.occurred_at == at(90)
     assert command.key == "u1|s1"
-    assert command.event_id == derived_id("idle", "u1", "s1", 1)
-    assert idle_command(window, at(95)).event_id == command.event_id  # deterministic per window
+    assert command.event_id == derived_id("idle", "u1", "s1", 1, at(90).isoformat())
+    assert idle_command(window, at(95)).event_id != command.event_id  # another time, another id
 
 
-# --- redelivery -----------------------------------------------------------------------------------
+def test_the_timer_requests_an_idle_window_once_per_timeout() -> None:
+    window = _pending_window()
+    assert not should_request_idle(window, at(59), POLICY, None)
+    assert should_request_idle(window, at(60), POLICY, None)
+    asked = IdleRequest(window_seq=0, at=at(60))
+    assert not should_request_idle(window, at(100), POLICY, asked)  # still on its way
+    assert should_request_idle(window, at(120), POLICY, asked)  # lost? ask again
+    moved_on = window.model_copy(update={"seq": 1})
+    assert should_request_idle(moved_on, at(61), POLICY, asked)  # another window
 
 
-def test_redelivered_turn_is_ignored() -> None:
+# --- duplicates and collisions --------------------------------------------------------------------
+
+
+def test_redelivered_offset_is_ignored() -> None:
     first = turn()
     window, _, _ = feed([first, turn()])
-    decision = decide(window, first, offset=0, now=at(5), policy=POLICY)
+    decision = decide(window, first, offset=0, policy=POLICY)
     assert decision.ignored == "offset 0 already applied"
-    assert decision.window == window
-    assert decision.snapshot is None
+    assert decision.snapshots == ()
 
 
-def test_redelivered_turn_after_a_promotion_is_in_one_snapshot_only() -> None:
+def test_a_turn_sent_twice_is_pending_once() -> None:
+    once = turn()
+    window, _, decisions = feed([once, once])
+    assert decisions[1].ignored == f"turn {once.event_id} was already recorded"
+    assert [t.turn_id for t in window.turns] == [once.event_id]
+
+
+def test_a_turn_resent_after_its_promotion_is_not_promoted_again() -> None:
     sent = turns(3)
-    window, (snap,), _ = feed(list(sent))
-    for offset, command in enumerate(sent):
-        decision = decide(window, command, offset=offset, now=at(1), policy=POLICY)
-        assert decision.ignored is not None
-        assert decision.snapshot is None
-        assert decision.window == window
+    window, snapshots, _ = feed([*sent, sent[2], sent[0], turn(), turn(), turn()])
+    promoted = [t.turn_id for s in snapshots for t in s.turns]
+    assert len(promoted) == len(set(promoted)) == 6
     assert window.turns == ()
-    assert [t.turn_id for t in snap.turns] == [t.event_id for t in sent]
 
 
-@pytest.mark.parametrize("command", [flush(), idle(0)], ids=["flush", "idle"])
-def test_redelivered_close_command_is_ignored(command: WindowInput) -> None:
-    window, _, _ = feed([*turns(2), command], now=at(0))
-    assert window.seq == (1 if command.event_type == "SessionFlushRequested" else 0)
-    again = decide(window, command, offset=2, now=at(600), policy=POLICY)
-    assert again.snapshot is None
-    assert again.window == window
+def test_a_resent_turn_with_a_new_recording_time_is_still_the_same_turn() -> None:
+    once = recorded(0)
+    again = once.model_copy(update={"recorded_at": at(30)})
+    assert turn_fingerprint(once) == turn_fingerprint(again)
+    _, _, decisions = feed([once, again])
+    assert decisions[1].ignored is not None
 
 
-def test_crash_before_storing_the_window_repeats_the_same_snapshot() -> None:
+def test_the_same_turn_id_with_other_content_is_a_collision() -> None:
+    first = turn(content="I live in Lisbon.")
+    other = turn(event_id=first.event_id, content="I live in Porto.")
+    window, _, decisions = feed([first, other])
+    assert decisions[1].rejected == (
+        f"turn id collision: {first.event_id} was recorded before with other content"
+    )
+    assert [t.content for t in window.turns] == ["I live in Lisbon."]
+
+
+def test_the_window_remembers_a_bounded_number_of_turn_ids() -> None:
+    policy = WindowPolicy(max_messages=5, idle_timeout=timedelta(seconds=60))
+    window, _, _ = feed(turns(RECENT_TURNS_REMEMBERED + 30), policy=policy)
+    assert len(window.recent) == RECENT_TURNS_REMEMBERED
+
+
+# --- ids ------------------------------------------------------------------------------------------
+
+
+def test_a_crash_before_storing_the_window_repeats_the_same_snapshot() -> None:
     sent = turns(3)
     before, _, _ = feed(sent[:2])
-    first = decide(before, sent[2], offset=2, now=CLOCK, policy=POLICY)
-    # The window was not stored: the turn is read again at the same offset.
-    second = decide(before, sent[2], offset=2, now=CLOCK, policy=POLICY)
-    assert first.snapshot is not None
-    assert first.snapshot == second.snapshot
+    first = decide(before, sent[2], offset=2, policy=POLICY)
+    second = decide(before, sent[2], offset=2, policy=POLICY)  # the window was not stored
+    assert first.snapshots and first.snapshots == second.snapshots
     assert first.window == second.window
 
 
-def test_snapshot_ids_are_deterministic_across_replays() -> None:
-    sent = turns(7)
-    _, once, _ = feed(list(sent), now=CLOCK)
-    _, again, _ = feed(list(sent), now=at(3_600))
-    assert [s.event_id for s in once] == [s.event_id for s in again]
-    assert [s.event_id for s in once] == [snapshot_id("u1", "s1", n) for n in (0, 1)]
+def test_a_lost_log_and_a_reused_session_id_never_repeat_a_snapshot_id() -> None:
+    _, (first_life,), _ = feed(turns(3))
+    _, (second_life,), _ = feed(turns(3))  # a fresh window: seq restarts at 0
+    assert first_life.seq == second_life.seq == 0
+    assert first_life.event_id != second_life.event_id
 
 
 def test_sessions_have_distinct_snapshot_ids() -> None:
@@ -301,48 +405,71 @@ def test_sessions_have_distinct_snapshot_ids() -> None:
     assert c.key == "other"
 
 
-# --- property: random interleavings ---------------------------------------------------------------
+def test_a_window_stored_by_release_0_1_is_read_in_event_time() -> None:
+    stored = {
+        "user_id": "u1",
+        "session_id": "s1",
+        "seq": 2,
+        "turns": [
+            {
+                "turn_id": "t1",
+                "role": "user",
+                "content": "hi",
+                "occurred_at": "2026-01-31T12:00:00Z",
+            }
+        ],
+        "last_offset": 7,
+        "last_turn_at": "2026-06-01T00:00:00Z",  # the processing time 0.1 kept
+    }
+    window = SessionWindow.model_validate_json(orjson.dumps(stored))
+    assert window.last_activity_at == CLOCK
+    assert window.seq == 2 and window.last_offset == 7
 
 
-def _random_run(seed: int) -> tuple[list[tuple[WindowInput, datetime]], WindowPolicy]:
-    """A random session: turns, flushes and idle commands for the current, an old or a future
-    window (the generator follows the window so that most idle commands are not stale)."""
+# --- property: a replay with another clock promotes the same snapshots ----------------------------
+
+
+def _simulated_log(seed: int, timer_offset: timedelta) -> tuple[list[WindowInput], WindowPolicy]:
+    """A random session as it reaches the turns topic: turns recorded by a producer, flushes,
+    and the idle commands a timer running on a clock shifted by `timer_offset` writes while the
+    window processes the log (each command appended after what was already in the log)."""
     rng = random.Random(seed)
     policy = WindowPolicy(
         max_messages=rng.randint(1, 6), idle_timeout=timedelta(seconds=rng.choice([5, 30, 60]))
     )
-    inputs: list[tuple[WindowInput, datetime]] = []
+    log: list[WindowInput] = []
     window: SessionWindow | None = None
-    clock = CLOCK
+    requested: IdleRequest | None = None
+    wall = CLOCK
     for offset in range(rng.randint(20, 80)):
-        clock += timedelta(seconds=rng.choice([0, 1, 3, 10, 45, 120]))
-        kind = rng.random()
+        wall += timedelta(seconds=rng.choice([0, 1, 3, 10, 45, 120]))
         command: WindowInput
-        if kind < 0.65:
-            role = rng.choice(["user", "assistant"])
-            command = turn(role=role, content=f"m{offset}", occurred_at=clock)
-        elif kind < 0.75:
-            command = flush(occurred_at=clock)
+        if rng.random() < 0.85:
+            command = turn(content=f"m{offset}", recorded_at=wall, occurred_at=wall)
         else:
-            seq = window.seq if window is not None else 0
-            command = idle(max(0, seq + rng.choice([-1, 0, 0, 0, 1])), occurred_at=clock)
-        inputs.append((command, clock))
-        window = decide(window, command, offset=offset, now=clock, policy=policy).window
-    return inputs, policy
+            command = flush(occurred_at=wall)
+        log.append(command)
+        window = decide(window, command, offset=len(log) - 1, policy=policy).window
+        timer_now = wall + timer_offset
+        if should_request_idle(window, timer_now, policy, requested):
+            requested = IdleRequest(window.seq, timer_now)
+            log.append(idle_command(window, timer_now))
+            window = decide(window, log[-1], offset=len(log) - 1, policy=policy).window
+    return log, policy
 
 
-def _run(
-    inputs: list[tuple[WindowInput, datetime]],
+def _replay(
+    log: Sequence[WindowInput],
     policy: WindowPolicy,
-    window: SessionWindow | None = None,
     start: int = 0,
+    window: SessionWindow | None = None,
 ) -> tuple[SessionWindow | None, list[SnapshotPromoted]]:
-    snapshots = []
-    for offset, (command, now) in enumerate(inputs[start:], start=start):
-        decision = decide(window, command, offset=offset, now=now, policy=policy)
-        window = decision.window
-        if decision.snapshot is not None:
-            snapshots.append(decision.snapshot)
+    snapshots: list[SnapshotPromoted] = []
+    for offset, command in enumerate(log[start:], start=start):
+        decision = decide(window, command, offset=offset, policy=policy)
+        if not decision.ignored and not decision.rejected:
+            window = decision.window
+        snapshots.extend(decision.snapshots)
     return window, snapshots
 
 
@@ -350,44 +477,45 @@ SEEDS = list(range(12))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_every_turn_lands_in_exactly_one_place(seed: int) -> None:
-    inputs, policy = _random_run(seed)
-    window, snapshots = _run(inputs, policy)
-    assert window is not None
-    sent = [c.event_id for c, _ in inputs if isinstance(c, TurnRecorded)]
-    placed = [t.turn_id for s in snapshots for t in s.turns] + [t.turn_id for t in window.turns]
-    assert placed == sent  # each once, in order
-    assert [s.seq for s in snapshots] == list(range(len(snapshots)))
-    assert window.seq == len(snapshots)
-    assert all(1 <= len(s.turns) <= policy.max_messages for s in snapshots)
-    assert all(len(s.turns) == policy.max_messages for s in snapshots if s.reason == "count")
-    assert len(window.turns) < policy.max_messages
-    assert window.last_offset == len(inputs) - 1
+def test_replaying_the_log_with_another_clock_promotes_the_same_snapshots(seed: int) -> None:
+    log, policy = _simulated_log(seed, timer_offset=timedelta(0))
+    _, first_run = _replay(log, policy)
+    # The replay's own timer runs a day ahead: everything it writes lands after the copied log
+    # and finds every window it asks about already decided by the commands in the log.
+    replay_timer = log[-1].occurred_at + timedelta(days=1)
+    final, replayed = _replay(log, policy)
+    assert final is not None
+    late = idle_command(final, replay_timer)
+    _, after = _replay([*log, late], policy, start=len(log), window=final)
+    assert replayed == first_run
+    assert [s.event_id for s in first_run] == [s.event_id for s in replayed]
+    assert all(s.reason == "idle" for s in after)  # only a still-pending tail can close late
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_redelivering_any_prefix_changes_nothing(seed: int) -> None:
-    inputs, policy = _random_run(seed)
-    final, snapshots = _run(inputs, policy)
-    rng = random.Random(seed)
-    for _ in range(5):
-        prefix = rng.randint(1, len(inputs))
-        window, again = _run(inputs[:prefix], policy, window=final)
-        assert again == []
-        assert window == final
-    assert len(snapshots) == len({s.event_id for s in snapshots})
+def test_every_turn_lands_in_exactly_one_place(seed: int) -> None:
+    log, policy = _simulated_log(seed, timer_offset=timedelta(seconds=seed % 3))
+    window, snapshots = _replay(log, policy)
+    assert window is not None
+    sent = [c.event_id for c in log if isinstance(c, TurnRecorded)]
+    placed = [t.turn_id for s in snapshots for t in s.turns] + [t.turn_id for t in window.turns]
+    assert placed == sent  # each once, in order
+    assert [s.seq for s in snapshots] == list(range(len(snapshots)))
+    assert all(1 <= len(s.turns) <= policy.max_messages for s in snapshots)
+    assert all(len(s.turns) == policy.max_messages for s in snapshots if s.reason == "count")
+    assert len({s.event_id for s in snapshots}) == len(snapshots)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_restart_from_an_older_offset_gives_the_same_result(seed: int) -> None:
     """A worker stored its window after input k but committed only offset j <= k + 1."""
-    inputs, policy = _random_run(seed)
-    final, snapshots = _run(inputs, policy)
+    log, policy = _simulated_log(seed, timer_offset=timedelta(0))
+    final, snapshots = _replay(log, policy)
     rng = random.Random(seed + 1000)
     for _ in range(5):
-        stored_after = rng.randint(0, len(inputs) - 1)
-        stored, before = _run(inputs[: stored_after + 1], policy)
+        stored_after = rng.randint(0, len(log) - 1)
+        stored, before = _replay(log[: stored_after + 1], policy)
         committed = rng.randint(0, stored_after + 1)
-        window, after = _run(inputs, policy, window=stored, start=committed)
+        window, after = _replay(log, policy, start=committed, window=stored)
         assert window == final
         assert before + after == snapshots

@@ -1,0 +1,61 @@
+"""What a record on each topic must be, checked the same way by every stage that reads it.
+
+A record that fails is *poison*: its own content is wrong, so no retry can help. The stage that
+owns the topic's decisions dead-letters it with the reason (the window stage for the turns topic,
+the extraction stages for the snapshots topic); every other reader passes over it, so a record
+refused by one stage never shows up in another's results (a turn the window dead-lettered is
+not projected into `turns` either).
+"""
+
+from __future__ import annotations
+
+from events.codec import AnyEvent, EventDecodeError, decode
+from events.snapshots import SnapshotExtracted, SnapshotPromoted
+from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
+
+TurnsTopicEvent = TurnRecorded | SessionFlushRequested | SessionIdled
+
+
+class InvalidRecord(ValueError):
+    """A record that is not what its topic carries; the message says why."""
+
+
+def read_turns_record(key: bytes | None, value: bytes | None) -> TurnsTopicEvent:
+    """A turns-topic record as its event: a turn or a session command, keyed by its session."""
+    event = _decoded(value)
+    if not isinstance(event, TurnsTopicEvent):
+        raise InvalidRecord(f"{event.event_type} does not belong on the turns topic")
+    _check_key(key, event.key)
+    return event
+
+
+def read_snapshot_record(key: bytes | None, value: bytes | None) -> SnapshotPromoted:
+    """A snapshots-topic record as its snapshot, keyed by its user."""
+    event = _decoded(value)
+    if not isinstance(event, SnapshotPromoted):
+        raise InvalidRecord(f"{event.event_type} does not belong on the snapshots topic")
+    _check_key(key, event.key)
+    return event
+
+
+def read_extraction_record(key: bytes | None, value: bytes | None) -> SnapshotExtracted | None:
+    """A memories-topic record as an extraction result; None for the topic's other events."""
+    event = _decoded(value)
+    if not isinstance(event, SnapshotExtracted):
+        return None
+    _check_key(key, event.key)
+    return event
+
+
+def _decoded(value: bytes | None) -> AnyEvent:
+    if value is None:
+        raise InvalidRecord("the record has no value")
+    try:
+        return decode(value)
+    except EventDecodeError as exc:
+        raise InvalidRecord(str(exc)) from exc
+
+
+def _check_key(key: bytes | None, expected: str) -> None:
+    if key != expected.encode():
+        raise InvalidRecord(f"record key {key!r} is not {expected!r}")

@@ -1,0 +1,58 @@
+"""One validation per topic, shared by every stage that reads it."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+import pytest
+
+from events import encode
+from handlers.inputs import (
+    InvalidRecord,
+    read_extraction_record,
+    read_snapshot_record,
+    read_turns_record,
+)
+from tests import factories as f
+
+
+@pytest.mark.parametrize("command", [f.turn(), f.flush(), f.idle()], ids=lambda c: c.event_type)
+def test_a_turns_record_keyed_by_its_session_is_read(command: object) -> None:
+    assert read_turns_record(b"u1|s1", encode(command)) == command  # type: ignore[arg-type]
+
+
+def test_a_turns_record_whose_key_disagrees_with_its_payload_is_refused() -> None:
+    with pytest.raises(InvalidRecord, match=re.escape("record key b'u1|other' is not 'u1|s1'")):
+        read_turns_record(b"u1|other", encode(f.turn()))
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (None, "no value"),
+        (b"not json", "not JSON"),
+        (orjson.dumps({"event_type": "TurnRecorded"}), "invalid event"),
+        (encode(f.snapshot()), "SnapshotPromoted does not belong on the turns topic"),
+    ],
+)
+def test_a_turns_record_that_is_not_a_turn_or_command_is_refused(
+    value: bytes | None, reason: str
+) -> None:
+    with pytest.raises(InvalidRecord, match=reason):
+        read_turns_record(b"u1|s1", value)
+
+
+def test_a_snapshot_record_keyed_by_its_user_is_read() -> None:
+    snapshot = f.snapshot()
+    assert read_snapshot_record(b"u1", encode(snapshot)) == snapshot
+    with pytest.raises(InvalidRecord, match="record key"):
+        read_snapshot_record(b"u1|s1", encode(snapshot))
+    with pytest.raises(InvalidRecord, match="does not belong on the snapshots topic"):
+        read_snapshot_record(b"u1|s1", encode(f.turn()))
+
+
+def test_only_extraction_results_are_read_as_results() -> None:
+    assert read_extraction_record(b"u1", encode(f.memory_added())) is None
+    with pytest.raises(InvalidRecord):
+        read_extraction_record(b"u1", b"{}")
