@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from pymongo import ASCENDING, DESCENDING, MongoClient
 
 from events.codec import encode
@@ -63,13 +64,39 @@ class MemoryClient:
         return self
 
     async def start(self) -> None:
-        """Connect the producer (reads need no start: they connect to MongoDB on first use)."""
-        if self._producer is None:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.settings.kafka.bootstrap_servers, acks="all", linger_ms=5
-            )
+        """Connect the producer (reads need no start: they connect to MongoDB on first use).
+
+        The producer is idempotent where the broker supports it (`kafka.idempotent_producer`),
+        so its own retries never write a turn twice; with `auto` it falls back to a plain
+        producer on a broker without producer ids (Tansu). The window drops a re-sent turn by
+        its event id in any case.
+        """
+        if self._producer is not None:
+            return
+        mode = self.settings.kafka.idempotent_producer
+        if mode != "off":
+            try:
+                self._producer = await self._started_producer_with(idempotent=True)
+                return
+            except KafkaError as exc:
+                if mode == "on":
+                    raise
+                log.info("the broker refused an idempotent producer (%r); using a plain one", exc)
+        self._producer = await self._started_producer_with(idempotent=False)
+
+    async def _started_producer_with(self, *, idempotent: bool) -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.settings.kafka.bootstrap_servers,
+            acks="all",
+            linger_ms=5,
+            enable_idempotence=idempotent,
+        )
+        try:
             await producer.start()
-            self._producer = producer
+        except BaseException:
+            await producer.stop()
+            raise
+        return producer
 
     async def __aexit__(
         self,

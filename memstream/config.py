@@ -17,6 +17,8 @@ Environment variables (they win over the file):
 | MEMSTREAM_TOPIC_PREFIX, MEMSTREAM_PARTITIONS | kafka.topic_prefix, kafka.partitions |
 | MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
+| MEMSTREAM_IDEMPOTENT_PRODUCER (auto, on, off) | kafka.idempotent_producer (the SDK's producer) |
+| MEMSTREAM_MAX_SNAPSHOT_BYTES | window.max_snapshot_bytes |
 | MEMSTREAM_DATA_DIR | data_dir |
 """
 
@@ -30,8 +32,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from events.codec import MAX_EVENT_BYTES
 from events.memories import MemoryType
 from events.topics import Topics
+from handlers.window import DEFAULT_MAX_SNAPSHOT_BYTES, SNAPSHOT_ENVELOPE_BYTES
 
 
 class ConfigError(ValueError):
@@ -52,6 +56,10 @@ class KafkaSettings(_Section):
     heartbeat_interval_seconds: float = Field(default=1.0, gt=0)
     producer_max_batch_size: int | None = Field(default=None, ge=1)
     """Set to 1 on Tansu (its end offsets are wrong after multi-record batches)."""
+    idempotent_producer: Literal["auto", "on", "off"] = "auto"
+    """The SDK producer's Kafka idempotence (no duplicates from its own retries); `auto` uses
+    it where the broker supports it (Tansu does not). The window drops a re-sent turn by its
+    event id either way."""
 
     @property
     def topics(self) -> Topics:
@@ -97,6 +105,12 @@ class WindowSettings(_Section):
     max_messages: int = Field(default=20, ge=1, le=1_000)
     idle_timeout_seconds: float = Field(default=300.0, gt=0)
     idle_check_interval_seconds: float = Field(default=5.0, gt=0)
+    max_snapshot_bytes: int = Field(
+        default=DEFAULT_MAX_SNAPSHOT_BYTES,
+        ge=10_000,
+        le=MAX_EVENT_BYTES - SNAPSHOT_ENVELOPE_BYTES,
+    )
+    """A window is promoted early when its next turn would make the snapshot larger than this."""
 
 
 class ExtractionSettings(_Section):
@@ -140,6 +154,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_SESSION_TIMEOUT": ("kafka", "session_timeout_seconds"),
     "MEMSTREAM_HEARTBEAT_INTERVAL": ("kafka", "heartbeat_interval_seconds"),
     "MEMSTREAM_PRODUCER_MAX_BATCH_SIZE": ("kafka", "producer_max_batch_size"),
+    "MEMSTREAM_IDEMPOTENT_PRODUCER": ("kafka", "idempotent_producer"),
     "MONGODB_URI": ("mongodb", "uri"),
     "MONGODB_DATABASE": ("mongodb", "database"),
     "OPENAI_BASE_URL": ("llm", "base_url"),
@@ -153,6 +168,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_MAX_MESSAGES": ("window", "max_messages"),
     "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
     "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
+    "MEMSTREAM_MAX_SNAPSHOT_BYTES": ("window", "max_snapshot_bytes"),
     "MONGOMEM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_DATA_DIR": ("data_dir",),

@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+from events.memories import USER_SUBJECT
 from memstream.client import MemoryClient
 from memstream.config import Settings
 
@@ -57,7 +58,7 @@ def wait_for_memories(settings: Settings, timeout: float) -> list[dict[str, Any]
 
 def format_memories(memories: list[dict[str, Any]]) -> str:
     lines = [f"{len(memories)} memories for user {DEMO_USER}:"]
-    for memory in sorted(memories, key=lambda m: (m["subject"] != "the user", m["subject"])):
+    for memory in sorted(memories, key=lambda m: (m["subject"] != USER_SUBJECT, m["subject"])):
         lines.append(
             f"  [{memory['memory_type']}] subject={memory['subject']!r} owner={memory['owner']}"
             f" category={memory.get('category')}: {memory['text']}"

@@ -1,4 +1,7 @@
-"""What must be in place before the pipeline can run, said exactly (SPEC §8 readiness)."""
+"""What must be in place before the pipeline can run, said exactly.
+
+See docs/architecture.md, "Operations".
+"""
 
 from __future__ import annotations
 

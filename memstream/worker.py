@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +18,7 @@ from memstream.config import Settings
 from memstream.providers import chat_model, embedder
 from streams.extraction import create_extraction_app
 from streams.projector import create_projector_app
-from streams.settings import StreamSettings
+from streams.settings import Clock, StreamSettings, utc_now
 from streams.window import create_window_app
 
 READY_MARKER = "memstream-stage-ready"
@@ -37,6 +39,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
         window=WindowPolicy(
             max_messages=settings.window.max_messages,
             idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
+            max_snapshot_bytes=settings.window.max_snapshot_bytes,
         ),
         idle_check_interval=timedelta(seconds=settings.window.idle_check_interval_seconds),
         session_timeout_seconds=kafka.session_timeout_seconds,
@@ -46,11 +49,27 @@ def stream_settings(settings: Settings) -> StreamSettings:
     )
 
 
+CLOCK_OFFSET_VARIABLE = "MEMSTREAM_CLOCK_OFFSET_SECONDS"
+"""Shifts a worker's wall clock by this many seconds. For replay tests: no decision of the
+pipeline may depend on the wall clock, so a replay with a shifted clock must give the same
+snapshots and memories (the clock only triggers idle commands and stamps dead letters)."""
+
+
+def worker_clock(environ: Mapping[str, str]) -> Clock:
+    """The wall clock, shifted by `MEMSTREAM_CLOCK_OFFSET_SECONDS` when that is set."""
+    offset = float(environ.get(CLOCK_OFFSET_VARIABLE) or 0)
+    if not offset:
+        return utc_now
+    shift = timedelta(seconds=offset)
+    return lambda: utc_now() + shift
+
+
 def build_stage(settings: Settings, stage: str) -> faust.App:
     """The Faust app of one stage: `window`, `projector` or `extract:<memory type>`."""
     streams = stream_settings(settings)
+    clock = worker_clock(os.environ)
     if stage == "window":
-        return create_window_app(streams)
+        return create_window_app(streams, clock)
     if stage == "projector":
         from pymongo import MongoClient
 
@@ -60,7 +79,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         client: MongoClient[dict[str, Any]] = MongoClient(
             settings.mongodb.uri, tz_aware=True, socketTimeoutMS=30_000
         )
-        return create_projector_app(streams, client[settings.mongodb.database])
+        return create_projector_app(streams, client[settings.mongodb.database], clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
         return create_extraction_app(
@@ -68,6 +87,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
             extractor_for(memory_type),
             chat_model(settings.llm),
             embedder(settings.embedding, settings.llm),
+            clock,
         )
     raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
 

@@ -11,28 +11,28 @@ from events.dead_letters import InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
+from projections.extractions import project_extraction
+from projections.identity import IdCollision
 from projections.memories import project_memory_event
-from projections.short_term import (
-    project_dead_letter,
-    project_extraction,
-    project_snapshot,
-    project_turn,
-)
+from projections.short_term import project_dead_letter, project_snapshot, project_turn
 from projections.store import ensure_indexes
 
 
 def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
-    """Apply any event to the read model; events without a view (commands) are skipped."""
+    """Apply any event to the read model; events without a view (commands) are skipped.
+
+    Raises `IdCollision` when an id the event uses already holds other content.
+    """
     if isinstance(event, TurnRecorded):
         project_turn(db, event)
     elif isinstance(event, SnapshotPromoted):
         project_snapshot(db, event)
-    elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
-        project_memory_event(db, event)
     elif isinstance(event, SnapshotExtracted):
         project_extraction(db, event)
+    elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
+        project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
     elif isinstance(event, InputDeadLettered):
         project_dead_letter(db, event)
 
 
-__all__ = ["ensure_indexes", "project"]
+__all__ = ["IdCollision", "ensure_indexes", "project"]

@@ -2,21 +2,18 @@
 
 Idempotent: each view update is guarded so that re-delivering an event changes nothing, and the
 event log has the event id as its `_id`. The view is written before the log entry, so a crash in
-between is repaired by the redelivery.
+between is repaired by the redelivery. A version or an event id that already holds other content
+raises `IdCollision` (see `projections.identity`).
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
-
-from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
+from projections.identity import fingerprint_of, insert_once
 from projections.profiles import apply_profile_fact
 from projections.store import MEMORIES, MEMORY_EVENTS, Db
-
-MemoryEvent = MemoryAdded | MemoryUpdated | MemoryReinforced
 
 
 def version_id(memory_id: str, version: int) -> str:
@@ -62,10 +59,8 @@ def _insert_version(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
         "created_at": event.occurred_at,
         "updated_at": event.occurred_at,
     }
-    db[MEMORIES].update_one(
-        {"_id": version_id(event.memory_id, event.version)},
-        {"$setOnInsert": document},
-        upsert=True,
+    insert_once(
+        db[MEMORIES], version_id(event.memory_id, event.version), document, _fingerprint(event)
     )
 
 
@@ -107,7 +102,6 @@ def _reinforce(db: Db, event: MemoryReinforced) -> None:
 
 def _append_to_log(db: Db, event: MemoryEvent) -> None:
     entry = {
-        "_id": event.event_id,
         "event_type": event.event_type,
         "memory_id": event.memory_id,
         "memory_type": event.memory_type,
@@ -115,5 +109,8 @@ def _append_to_log(db: Db, event: MemoryEvent) -> None:
         "occurred_at": event.occurred_at,
         "event": event.model_dump(mode="json"),
     }
-    with contextlib.suppress(DuplicateKeyError):
-        db[MEMORY_EVENTS].insert_one(entry)
+    insert_once(db[MEMORY_EVENTS], event.event_id, entry, _fingerprint(event))
+
+
+def _fingerprint(event: MemoryEvent) -> str:
+    return fingerprint_of(event.model_dump(mode="json"))

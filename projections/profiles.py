@@ -1,4 +1,4 @@
-"""The L0 profile: basic facts about the current user only (SPEC §6).
+"""The L0 profile: basic facts about the current user only (docs/architecture.md, "Read models").
 
 Fed by the current user's semantic facts that carry a `profile_field`, and by the `name` of the
 user's own turns (trusted input). Another person's job or city never enters it: only memories whose
@@ -13,18 +13,16 @@ from datetime import datetime
 
 from pymongo.errors import DuplicateKeyError
 
-from events.memories import MemoryAdded, MemoryUpdated
+from events.memories import USER_SUBJECT, MemoryAdded, MemoryUpdated
 from events.turns import TurnRecorded
 from projections.store import PROFILES, Db
-
-CURRENT_USER = "the user"
 
 
 def apply_profile_fact(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
     """Set the profile field a current-user semantic fact names (if any)."""
     content = event.content
     field = content.attributes.get("profile_field")
-    if event.memory_type != "semantic" or content.subject != CURRENT_USER or not field:
+    if event.memory_type != "semantic" or content.subject != USER_SUBJECT or not field:
         return
     _set_field(
         db,
@@ -61,6 +59,12 @@ def _set_field(
                 "_id": user_id,
                 "$or": [{path: {"$exists": False}}, {f"{path}.at": {"$lt": at}}],
             },
-            {"$set": {path: entry, "updated_at": at}, "$setOnInsert": {"user_id": user_id}},
+            # `$max`: projected in another order (turns and memories are separate topics), the
+            # profile still ends with the same `updated_at`.
+            {
+                "$set": {path: entry},
+                "$max": {"updated_at": at},
+                "$setOnInsert": {"user_id": user_id},
+            },
             upsert=True,
         )

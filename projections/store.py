@@ -33,8 +33,10 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("snapshot_id", ASCENDING)]),
     ],
     SNAPSHOTS: [
+        # Not unique: `seq` restarts when an ephemeral log is lost; snapshot ids never do.
         IndexModel(
-            [("user_id", ASCENDING), ("session_id", ASCENDING), ("seq", ASCENDING)], unique=True
+            [("user_id", ASCENDING), ("session_id", ASCENDING), ("seq", ASCENDING)],
+            name="user_session_seq",
         ),
         IndexModel([("user_id", ASCENDING), ("promoted_at", DESCENDING)]),
         IndexModel([("turn_ids", ASCENDING)]),
@@ -43,7 +45,17 @@ INDEXES: dict[str, list[IndexModel]] = {
 }
 
 
+RETIRED_INDEXES: dict[str, list[str]] = {
+    SNAPSHOTS: ["user_id_1_session_id_1_seq_1"],  # unique in 0.1: clashed after a lost log
+}
+
+
 def ensure_indexes(db: Db) -> None:
-    """Create the read model's indexes (idempotent)."""
+    """Create the read model's indexes and drop retired ones (idempotent)."""
+    for collection, names in RETIRED_INDEXES.items():
+        existing = db[collection].index_information()
+        for name in names:
+            if name in existing:
+                db[collection].drop_index(name)
     for collection, indexes in INDEXES.items():
         db[collection].create_indexes(indexes)

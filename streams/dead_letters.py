@@ -1,9 +1,9 @@
-"""Setting bad records aside on the dead-letter topic, with the reason."""
+"""Setting poison records aside on the dead-letter topic, with the reason."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import faust
@@ -20,11 +20,17 @@ log = logging.getLogger(__name__)
 def dead_letter_record(
     record: InputRecord, *, stage: str, reason: str, now: datetime
 ) -> InputDeadLettered:
-    """The `InputDeadLettered` for `record` (its id derives from the record's position)."""
+    """The `InputDeadLettered` for `record`.
+
+    Its id derives from the stage and the record's key and value, not from the record's position
+    (positions repeat when the embedded log is restarted): the same poison re-read after a crash
+    gives the same dead letter. `now` (wall clock) only stamps when it was set aside.
+    """
     raw = record.value or b""
     key = record.key.decode(errors="replace") if record.key is not None else None
+    content = hashlib.sha256((record.key or b"") + b"\x00" + raw).hexdigest()
     return InputDeadLettered(
-        event_id=derived_id("dead-letter", stage, record.topic, record.partition, record.offset),
+        event_id=derived_id("dead-letter", stage, record.topic, content),
         occurred_at=now,
         stage=stage,
         reason=reason[:4_000],
@@ -44,23 +50,3 @@ async def dead_letter(
     dead = dead_letter_record(record, stage=stage, reason=reason, now=clock())
     log.warning("dead-lettered %s: %s", record.position, reason)
     await (await topic.send(key=record.key, value=encode(dead), force=True))
-
-
-def or_dead_letter(
-    apply: Callable[[InputRecord], Awaitable[None]],
-    topic: faust.TopicT,
-    *,
-    stage: str,
-    clock: Clock,
-) -> Callable[[InputRecord], Awaitable[None]]:
-    """`apply`, except that a record it fails on is dead-lettered: a bug never stops a stream."""
-
-    async def applied_or_dead_lettered(record: InputRecord) -> None:
-        try:
-            await apply(record)
-        except Exception as exc:
-            log.exception("%s failed on %s", stage, record.position)
-            reason = f"{stage} failed: {exc!r}"
-            await dead_letter(topic, record, stage=stage, reason=reason, clock=clock)
-
-    return applied_or_dead_lettered

@@ -17,29 +17,27 @@ instead is not reliable while records flow: Faust drops re-fetched records below
 last read.
 
 A skipped record with no later record in its partition reveals no gap. For that quiet tail
-`reread_skipped` (run by a timer) compares the consumer's committed offsets with the progress:
-a commit beyond the last applied record can only come from a skip, and in a quiet partition
-seeking back to the first unapplied record is safe.
+`reread_skipped` (run by a timer) compares the group's committed offsets (read through the
+public consumer API, `streams.log_reader.CommittedOffsets`) with the progress: a commit beyond
+the last applied record can only come from a skip, and in a quiet partition seeking back to the
+first unapplied record is safe.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from typing import Any, Literal
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
 
+from streams.log_reader import CommittedOffsets, KafkaLogReader
 from streams.records import InputRecord
 
 log = logging.getLogger(__name__)
 
 PROGRESS_KEY_PREFIX = b"\x00applied|"
 """Table keys of partition progress; never a session or user key (identifiers exclude NUL)."""
-MAX_BACKOFF_SECONDS = 30.0
 REREAD_CHECK_SECONDS = 5.0
 """How often each stage looks for commits beyond its progress (`PartitionGuard.reread_skipped`)."""
 
@@ -47,6 +45,8 @@ Verdict = Literal["apply", "applied-already", "fill-gap"]
 LogReader = Callable[[TP, int, int], Awaitable[list[InputRecord]]]
 """`read(tp, start, end)`: records of `tp` with offsets in `[start, end)`, in order: all of them
 or a first chunk (at least one record unless the range holds none)."""
+CommitReader = Callable[[Collection[TP]], Awaitable[Mapping[TP, int | None]]]
+"""`committed(partitions)`: the stage's consumer group's committed offset of each partition."""
 
 
 def next_offset(last_applied: int | None) -> int:
@@ -102,9 +102,11 @@ class PartitionGuard:
         *,
         stage: str,
         topics: Collection[str],
+        read_commits: CommitReader | None = None,
     ) -> None:
         self._table = table
         self._read_log = read_log
+        self._read_commits = read_commits
         self._stage = stage
         self._topics = frozenset(topics)
 
@@ -149,30 +151,26 @@ class PartitionGuard:
             return
 
     async def reread_skipped(self, app: Any) -> None:
-        """Seek the consumer back where it committed past records this stage never applied.
-
-        `app` is the stage's Faust app; nothing happens while it rebalances or recovers.
+        """Seek the consumer back where its group committed past records this stage never
+        applied. `app` is the stage's Faust app; nothing happens while it rebalances or recovers.
         """
-        if app.rebalancing or app.tables.recovery.in_recovery:
+        if self._read_commits is None or app.rebalancing or app.tables.recovery.in_recovery:
             return
-        committed = {
-            tp: offset
-            for tp, offset in _committed_offsets(app.consumer).items()
-            if tp.topic in self._topics
-        }
-        behind = unapplied_commits(committed, self.last_applied)
-        for tp, offset in behind.items():
+        assigned = [tp for tp in app.consumer.assignment() if tp.topic in self._topics]
+        if not assigned:
+            return
+        committed = await self._read_commits(assigned)
+        for tp, offset in unapplied_commits(committed, self.last_applied).items():
             log.warning(
-                "%s: the consumer committed %s[%d] up to %s but applied only up to %d; re-reading",
+                "%s: the group committed %s[%d] up to %s but applied only up to %d; re-reading",
                 self._stage,
                 tp.topic,
                 tp.partition,
                 committed[tp],
                 offset - 1,
             )
-        if behind:
             try:
-                await app.consumer.seek_wait(behind)
+                await app.consumer.seek(tp, offset)
             except Exception:  # the next check tries again
                 log.exception("%s: seeking back to unapplied records failed", self._stage)
 
@@ -184,65 +182,20 @@ def guard_partitions(
     bootstrap_servers: str,
     stage: str,
     topics: Collection[str],
+    group: str,
 ) -> PartitionGuard:
-    """A `PartitionGuard` for a stage's Faust app, with its timer for the quiet tail."""
-    guard = PartitionGuard(table, KafkaLogReader(bootstrap_servers), stage=stage, topics=topics)
+    """A `PartitionGuard` for a stage's Faust app (consumer group `group`), with its timer for
+    the quiet tail."""
+    guard = PartitionGuard(
+        table,
+        KafkaLogReader(bootstrap_servers),
+        stage=stage,
+        topics=topics,
+        read_commits=CommittedOffsets(bootstrap_servers, group),
+    )
 
     async def reread_skipped_records() -> None:
         await guard.reread_skipped(app)
 
     app.timer(REREAD_CHECK_SECONDS)(reread_skipped_records)
     return guard
-
-
-def _committed_offsets(consumer: Any) -> Mapping[TP, int | None]:
-    """The offsets the Faust consumer last committed (Faust keeps them privately; {} if absent)."""
-    committed = getattr(consumer, "_committed_offset", None)
-    return dict(committed) if isinstance(committed, Mapping) else {}
-
-
-class KafkaLogReader:
-    """Reads a range of a partition with a consumer of its own: no group, nothing committed.
-
-    Waits out broker outages with back-off (the stage cannot go on without these records).
-    """
-
-    def __init__(
-        self, bootstrap_servers: str, *, fetch_timeout_ms: int = 1000, chunk: int = 500
-    ) -> None:
-        self._bootstrap_servers = bootstrap_servers
-        self._fetch_timeout_ms = fetch_timeout_ms
-        self._chunk = chunk
-
-    async def __call__(self, tp: TP, start: int, end: int) -> list[InputRecord]:
-        backoff = 0.5
-        while True:
-            try:
-                return await self._read(TopicPartition(tp.topic, tp.partition), start, end)
-            except KafkaError as exc:
-                log.warning("reading %s[%d] back failed: %r; retrying", tp.topic, tp.partition, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-
-    async def _read(self, tp: TopicPartition, start: int, end: int) -> list[InputRecord]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap_servers,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",  # records before the log start are gone: read from it
-        )
-        await consumer.start()
-        try:
-            consumer.assign([tp])
-            consumer.seek(tp, start)
-            records: list[InputRecord] = []
-            while True:
-                batches = await consumer.getmany(tp, timeout_ms=self._fetch_timeout_ms)
-                for fetched in batches.get(tp, []):
-                    if fetched.offset >= end:
-                        return records  # the record that revealed the gap exists: all read
-                    if fetched.offset >= start:
-                        records.append(InputRecord.from_consumer_record(fetched))
-                    if len(records) >= self._chunk:
-                        return records
-        finally:
-            await consumer.stop()

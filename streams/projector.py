@@ -1,32 +1,35 @@
-"""The projector stage: every event topic into the MongoDB read model (SPEC §5).
+"""The projector stage: every event topic into the MongoDB read model (docs/architecture.md).
 
-Undecodable records are not projected (the window stage dead-letters bad turns; the projector only
-logs them). Database outages are waited out, so no event is ever skipped; an event the read model
-refuses for another reason is kept in `dead_letters` with the reason.
+Each record is read with the same validation as the stage that owns its topic
+(`handlers.inputs`): a turn the window dead-lettered, or a snapshot an extractor refused, is not
+projected either. Database outages are waited out (`streams.retrying`), so no event is ever
+skipped; an event the read model refuses for another reason — an id that already names other
+content, a memories-topic record that is not an event — is kept in `dead_letters` with the
+reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 
 import faust
 from pymongo.database import Database
-from pymongo.errors import ConnectionFailure, OperationFailure
 
-from events.codec import AnyEvent, EventDecodeError, decode
+from events.codec import AnyEvent, decode
+from handlers.inputs import InvalidRecord, read_snapshot_record, read_turns_record
 from projections import ensure_indexes, project
 from streams.app import faust_app, raw_table
 from streams.dead_letters import dead_letter_record
 from streams.progress import guard_partitions
 from streams.records import InputRecord
+from streams.retrying import through_outages
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 STAGE = "projector"
-MAX_BACKOFF_SECONDS = 30.0
-MAX_TRANSIENT_FAILURES = 5
 
 
 def create_projector_app(
@@ -49,64 +52,46 @@ def create_projector_app(
         bootstrap_servers=settings.bootstrap_servers,
         stage=STAGE,
         topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
+        group=settings.group(STAGE),
     )
 
     @app.task  # type: ignore[untyped-decorator]
     async def prepare_indexes() -> None:
-        await asyncio.to_thread(ensure_indexes, db)
+        await through_outages(partial(asyncio.to_thread, ensure_indexes, db), "creating indexes")
+
+    def readable(record: InputRecord) -> AnyEvent | None:
+        """The record's event, or None when it is not to be projected (with the reason logged);
+        poison on the memories or dead-letter topics, which no other stage owns, raises."""
+        try:
+            if record.topic == topics.turns:
+                return read_turns_record(record.key, record.value)
+            if record.topic == topics.snapshots:
+                return read_snapshot_record(record.key, record.value)
+        except InvalidRecord as exc:
+            log.info("not projected %s (refused upstream): %s", record.position, exc)
+            return None
+        return decode(record.value or b"")
+
+    async def apply(record: InputRecord) -> None:
+        try:
+            event = readable(record)
+            if event is None:
+                return
+            await through_outages(
+                partial(asyncio.to_thread, project, db, event), f"projecting {record.position}"
+            )
+        except Exception as exc:  # poison (outages never get here): keep it visible, go on
+            log.exception("projecting %s failed", record.position)
+            dead = dead_letter_record(
+                record, stage=STAGE, reason=f"projection failed: {exc!r}", now=clock()
+            )
+            await through_outages(
+                partial(asyncio.to_thread, project, db, dead), f"dead-lettering {record.position}"
+            )
 
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
-        async def apply(record: InputRecord) -> None:
-            await _project_record(db, record, clock)
-
         async for event in stream.events():
             await guard.apply_in_order(event, apply)
 
     return app
-
-
-async def _project_record(db: Database[dict[str, Any]], record: InputRecord, clock: Clock) -> None:
-    """Project one record; an undecodable one is only logged, a refused one is dead-lettered."""
-    try:
-        decoded = decode(record.value or b"")
-    except EventDecodeError as exc:
-        log.warning("not projected %s: %s", record.position, exc)
-        return
-    log.debug("projecting %s %s", decoded.event_type, decoded.event_id)
-    try:
-        await _project_patiently(db, decoded)
-    except Exception as exc:  # not an outage: keep the event visible, go on
-        log.exception("projecting %s failed", decoded.event_id)
-        reason = f"projection failed: {exc!r}"
-        dead = dead_letter_record(record, stage=STAGE, reason=reason, now=clock())
-        await asyncio.to_thread(project, db, dead)
-
-
-async def _project_patiently(db: Database[dict[str, Any]], event: AnyEvent) -> None:
-    """Project one event, waiting out database outages with back-off.
-
-    Connection failures are retried for as long as they last; an operation the server failed
-    for a transient reason is retried a few times; anything else is raised to the caller.
-    """
-    backoff = 0.5
-    transient_failures = 0
-    while True:
-        try:
-            await asyncio.to_thread(project, db, event)
-            return
-        except ConnectionFailure as exc:
-            log.warning("projecting %s: %s; retrying in %.1fs", event.event_id, exc, backoff)
-        except OperationFailure as exc:
-            transient_failures += 1
-            if not _transient(exc) or transient_failures > MAX_TRANSIENT_FAILURES:
-                raise
-            log.warning("projecting %s: %s; retrying in %.1fs", event.event_id, exc, backoff)
-        await asyncio.sleep(backoff)
-        backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-
-
-def _transient(exc: OperationFailure) -> bool:
-    """A server-side failure worth another try (internal errors, retryable-write labels)."""
-    retryable = exc.has_error_label("RetryableWriteError")
-    return retryable or exc.has_error_label("TransientTransactionError") or exc.code in (1, 11600)

@@ -1,27 +1,37 @@
-"""The window stage: turns in, snapshots out (SPEC §2).
+"""The window stage: turns in, snapshots out (docs/architecture.md, "Stages").
 
-The agent only wires: decode the record, `handlers.window.decide`, send the snapshot (waiting for
-the broker's ack), then store the window. A crash between the two re-promotes the same seq, which
-has the same snapshot id, so downstream recognises the duplicate. A `PartitionGuard` hands it each
-turns-topic record once and in order, reading records the consumer skipped back from the log.
-The idle timer runs on every worker over the windows of its own partitions and routes its
-decision through the turns topic.
+The agent only wires: read the record (`handlers.inputs`; poison is dead-lettered), decide
+(`handlers.window.decide`), send the snapshots it promoted (waiting for the broker's ack, through
+outages), then store the window. A crash between the two re-promotes the same turns under the
+same snapshot id, which downstream recognises. A `PartitionGuard` hands the agent each
+turns-topic record once and in order.
+
+The idle timer runs on every worker over the windows of its own partitions. It uses the wall
+clock only to notice a quiet session; what it decides goes through the turns topic as a
+`SessionIdled` command stamped with that time, and the window judges the command by its time.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from functools import partial
 
 import faust
 
-from events.codec import EventDecodeError, decode, encode
-from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
-from handlers.window import SessionWindow, decide, idle_command, is_idle
+from events.codec import encode
+from handlers.inputs import InvalidRecord, read_turns_record
+from handlers.window import (
+    IdleRequest,
+    SessionWindow,
+    decide,
+    idle_command,
+    should_request_idle,
+)
 from streams.app import faust_app, raw_table, raw_topic
-from streams.dead_letters import dead_letter, or_dead_letter
+from streams.dead_letters import dead_letter
 from streams.progress import guard_partitions, is_progress_key
 from streams.records import InputRecord
+from streams.retrying import apply_or_dead_letter, through_outages
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -40,34 +50,31 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         bootstrap_servers=settings.bootstrap_servers,
         stage=STAGE,
         topics=[settings.topics.turns],
+        group=settings.group(STAGE),
     )
-    idle_requested: dict[bytes, tuple[int, float]] = {}
+    idle_requests: dict[bytes, IdleRequest] = {}
 
     async def apply(record: InputRecord) -> None:
         try:
-            command = decode(record.value or b"")
-            if not isinstance(command, TurnRecorded | SessionFlushRequested | SessionIdled):
-                raise EventDecodeError(f"{command.event_type} does not belong on the turns topic")
-            key = command.key.encode()
-            if record.key != key:
-                raise EventDecodeError(f"record key {record.key!r} is not {command.key!r}")
-        except EventDecodeError as exc:
+            command = read_turns_record(record.key, record.value)
+        except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=STAGE, reason=str(exc), clock=clock)
             return
+        key = command.key.encode()
         stored = windows.get(key)
         window = SessionWindow.model_validate_json(stored) if stored else None
-        decision = decide(
-            window, command, offset=record.offset, now=clock(), policy=settings.window
-        )
+        decision = decide(window, command, offset=record.offset, policy=settings.window)
+        if decision.rejected:
+            await dead_letter(
+                dead_letters, record, stage=STAGE, reason=decision.rejected, clock=clock
+            )
+            return
         if decision.ignored:
             log.info("ignored %s for %s: %s", command.event_type, command.key, decision.ignored)
             return
-        if decision.snapshot is not None:
-            snapshot = decision.snapshot
-            sent = await snapshots.send(
-                key=snapshot.key.encode(), value=encode(snapshot), force=True
-            )
-            await sent
+        for snapshot in decision.snapshots:
+            send = partial(_sent, snapshots, snapshot.key.encode(), encode(snapshot))
+            await through_outages(send, f"sending snapshot {snapshot.event_id}")
             log.info(
                 "promoted snapshot %s seq=%s (%s, %d turns)",
                 snapshot.event_id,
@@ -79,11 +86,9 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
 
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
-        apply_safely = or_dead_letter(apply, dead_letters, stage=STAGE, clock=clock)
+        applied = apply_or_dead_letter(apply, dead_letters, stage=STAGE, clock=clock)
         async for event in stream.events():
-            await guard.apply_in_order(event, apply_safely)
-
-    resend_after = max(settings.window.idle_timeout.total_seconds(), 1.0)
+            await guard.apply_in_order(event, applied)
 
     @app.timer(settings.idle_check_interval.total_seconds())  # type: ignore[untyped-decorator]
     async def request_idle_promotions() -> None:
@@ -100,13 +105,15 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
             if not stored or is_progress_key(key):
                 continue
             window = SessionWindow.model_validate_json(stored)
-            if not is_idle(window, now, settings.window):
+            if not should_request_idle(window, now, settings.window, idle_requests.get(key)):
                 continue
-            last = idle_requested.get(key)
-            if last and last[0] == window.seq and time.monotonic() - last[1] < resend_after:
-                continue
-            idle_requested[key] = (window.seq, time.monotonic())
+            idle_requests[key] = IdleRequest(window.seq, now)
             log.info("session %s idle: requesting promotion of window %d", key, window.seq)
             await turns.send(key=key, value=encode(idle_command(window, now)), force=True)
 
     return app
+
+
+async def _sent(topic: faust.TopicT, key: bytes, value: bytes) -> None:
+    """Send one record and wait for the broker's acknowledgement."""
+    await (await topic.send(key=key, value=value, force=True))

@@ -73,9 +73,11 @@ def pipeline_factory(
     broker: Any, mongo: Any, scripted_llm: ScriptedLLM, tmp_path: Path
 ) -> Iterator[Callable[..., PipelineHarness]]:
     """Start the whole pipeline (one process per stage) on fresh topics, groups and database."""
-    started: list[PipelineHarness] = []
+    harnesses: list[PipelineHarness] = []
 
-    def start(**environment: str) -> PipelineHarness:
+    def start(*, started: bool = True, **environment: str) -> PipelineHarness:
+        """A pipeline with `environment` on top of the test defaults; `started=False` leaves
+        its workers to `harness.start()` (e.g. after copying records into its topics)."""
         run = uuid.uuid4().hex[:10]
         harness = PipelineHarness(
             broker=broker,
@@ -85,9 +87,9 @@ def pipeline_factory(
             log_dir=tmp_path / f"logs-{run}",
             environment=environment,
         )
-        started.append(harness)
-        return harness.start()
+        harnesses.append(harness)
+        return harness.start() if started else harness
 
     yield start
-    for harness in started:
+    for harness in harnesses:
         harness.stop()

@@ -79,7 +79,8 @@ def snapshot(
 ) -> SnapshotPromoted:
     """A `SnapshotPromoted` of `turns` (TurnRecorded, SnapshotTurn or turn() overrides as dicts).
 
-    Its `event_id` is the deterministic `snapshot_id(user_id, session_id, seq)` unless overridden.
+    Its `event_id` is the deterministic `snapshot_id(user_id, session_id, turn ids)` unless
+    overridden.
     """
     items = list(turns) if turns is not None else [turn()]
     converted = []
@@ -100,7 +101,8 @@ def snapshot(
     }
     fields.update(overrides)
     fields.setdefault(
-        "event_id", snapshot_id(fields["user_id"], fields["session_id"], fields["seq"])
+        "event_id",
+        snapshot_id(fields["user_id"], fields["session_id"], [t.turn_id for t in fields["turns"]]),
     )
     return SnapshotPromoted(**fields)
 
@@ -146,7 +148,7 @@ def evidence(**overrides: Any) -> Evidence:
     """Extraction evidence from snapshot 0 of u1/s1."""
     fields: dict[str, Any] = {
         "source": "extraction",
-        "snapshot_id": snapshot_id(USER_ID, SESSION_ID, 0),
+        "snapshot_id": snapshot_id(USER_ID, SESSION_ID, ["turn-0"]),
         "session_id": SESSION_ID,
         "observed_at": CLOCK,
     }

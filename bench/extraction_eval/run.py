@@ -97,7 +97,7 @@ def snapshot_for(case: Case) -> SnapshotPromoted:
         for index, message in enumerate(messages)
     )
     return SnapshotPromoted(
-        event_id=snapshot_id(USER_ID, case.id, 0),
+        event_id=snapshot_id(USER_ID, case.id, [turn.turn_id for turn in turns]),
         occurred_at=CLOCK + timedelta(seconds=len(turns)),
         user_id=USER_ID,
         session_id=case.id,

@@ -16,8 +16,9 @@ in a memory's text. Definitions of the scores (see `summarize`):
   matching an `allowed` fact, e.g. "The user's name is Priya." restating the trusted name, is
   neither required nor counted as extra);
 * invalid-output rate — cases that failed after the retries (or could not reach the LLM);
-* language consistency — extracted memories written in their case's language (SPEC §6: a
-  Chinese conversation gives Chinese statements), by `handlers.rendering.detect_language`.
+* language consistency — extracted memories written in their case's language (a Chinese
+  conversation gives Chinese statements; docs/architecture.md, "Speakers"), by
+  `handlers.rendering.detect_language`.
 
 Expected keywords of Chinese cases also list English alternatives, so a fact written in the wrong
 language still counts for recall (and a misattributed one still counts as a violation); the

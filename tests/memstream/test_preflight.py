@@ -1,4 +1,4 @@
-"""Preflight: what stops the pipeline from running, said exactly (SPEC §8)."""
+"""Preflight: what stops the pipeline from running, said exactly (readiness)."""
 
 from __future__ import annotations
 

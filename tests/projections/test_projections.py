@@ -1,4 +1,5 @@
-"""Projections on a real MongoDB-protocol server: idempotent, rebuildable, current-user profile."""
+"""Projections on a real MongoDB-protocol server: idempotent, rebuildable, first result wins,
+collisions refused, current-user profile."""
 
 from __future__ import annotations
 
@@ -87,25 +88,6 @@ def history() -> list[AnyEvent]:
     return [
         snapshot,  # projected before its turn: linking must work in either order
         turn,
-        MemoryAdded(
-            event_id="e1",
-            occurred_at=T0,
-            memory_id="m1",
-            memory_type="semantic",
-            user_id="tim",
-            content=content("The user lives in Lisbon.", profile_field="location"),
-            embedding=(0.1, 0.2),
-            evidence=evidence(),
-        ),
-        MemoryAdded(
-            event_id="e2",
-            occurred_at=T0,
-            memory_id="m2",
-            memory_type="semantic",
-            user_id="tim",
-            content=content("John is a nurse in Berlin.", subject="John"),
-            evidence=evidence(),
-        ),
         SnapshotExtracted(
             event_id="x1",
             occurred_at=T0,
@@ -113,7 +95,27 @@ def history() -> list[AnyEvent]:
             user_id="tim",
             session_id="s",
             memory_type="semantic",
-            memory_ids=("m1", "m2"),
+            decisions=(
+                MemoryAdded(
+                    event_id="e1",
+                    occurred_at=T0,
+                    memory_id="m1",
+                    memory_type="semantic",
+                    user_id="tim",
+                    content=content("The user lives in Lisbon.", profile_field="location"),
+                    embedding=(0.1, 0.2),
+                    evidence=evidence(),
+                ),
+                MemoryAdded(
+                    event_id="e2",
+                    occurred_at=T0,
+                    memory_id="m2",
+                    memory_type="semantic",
+                    user_id="tim",
+                    content=content("John is a nurse in Berlin.", subject="John"),
+                    evidence=evidence(),
+                ),
+            ),
             attempts=1,
         ),
         MemoryReinforced(
@@ -213,3 +215,129 @@ def test_extraction_record_before_its_snapshot_still_gives_a_whole_snapshot(db: 
     assert document is not None
     assert (document["user_id"], document["turn_count"]) == ("tim", 1)
     assert document["extractions"]["semantic"]["memory_ids"] == ["m1", "m2"]
+
+
+def turn_event(turn_id: str, text: str, session: str = "s") -> TurnRecorded:
+    return TurnRecorded(
+        event_id=turn_id,
+        occurred_at=T0,
+        recorded_at=T0,
+        user_id="tim",
+        session_id=session,
+        role="user",
+        content=text,
+    )
+
+
+def snapshot_of(*turns: TurnRecorded, seq: int = 0) -> SnapshotPromoted:
+    from events import snapshot_id
+
+    first = turns[0]
+    return SnapshotPromoted(
+        event_id=snapshot_id(first.user_id, first.session_id, [t.event_id for t in turns]),
+        occurred_at=T0,
+        user_id=first.user_id,
+        session_id=first.session_id,
+        seq=seq,
+        reason="flush",
+        turns=tuple(
+            SnapshotTurn(turn_id=t.event_id, role=t.role, content=t.content, occurred_at=T0)
+            for t in turns
+        ),
+    )
+
+
+def result_for(snapshot: SnapshotPromoted, *texts: str, attempts: int = 1) -> SnapshotExtracted:
+    from handlers.extraction.base import ExtractionOutcome
+    from handlers.extraction.results import extraction_result
+
+    memories = tuple(content(text) for text in texts)
+    outcome = ExtractionOutcome(memories, attempts)
+    return extraction_result(snapshot, "semantic", outcome, [[1.0, 0.0]] * len(memories))
+
+
+def test_the_first_extraction_result_wins_over_a_re_extraction(db: Db) -> None:
+    snapshot = snapshot_of(turn_event("t1", "I work at Stripe."))
+    first = result_for(snapshot, "The user works at Stripe.")
+    second = result_for(snapshot, "The user works in payments.", "The user is at Stripe.")
+    assert first.event_id == second.event_id  # the same snapshot and type: one result id
+    for event in (snapshot, first, second, first, second):
+        project(db, event)
+    texts = [m["text"] for m in db["memories"].find({"user_id": "tim"})]
+    assert texts == ["The user works at Stripe."]
+    assert db["memory_events"].count_documents({}) == 1
+    record = db["snapshots"].find_one({"_id": snapshot.event_id})["extractions"]["semantic"]
+    assert record["memory_ids"] == list(first.memory_ids)
+
+
+def test_a_first_result_half_applied_before_a_crash_is_completed_by_its_redelivery(
+    db: Db,
+) -> None:
+    snapshot = snapshot_of(turn_event("t1", "I work at Stripe and I like tea."))
+    first = result_for(snapshot, "The user works at Stripe.", "The user likes tea.")
+    partial_view = first.model_copy(update={"decisions": first.decisions[:1]})
+    from projections.extractions import _claim
+    from projections.memories import project_memory_event
+
+    assert _claim(db, first)  # the claim landed, then only one decision before the crash
+    project_memory_event(db, partial_view.decisions[0])
+    project(db, first)  # the redelivery
+    assert db["memories"].count_documents({"user_id": "tim"}) == 2
+
+
+def test_extraction_records_before_their_snapshots_are_never_refused(db: Db) -> None:
+    """A rebuild may read the memories topic before the snapshots topic."""
+    one = snapshot_of(turn_event("t1", "I work at Stripe."), seq=0)
+    two = snapshot_of(turn_event("t2", "I like tea."), seq=1)
+    for event in (result_for(one, "The user works at Stripe."), result_for(two), one, two):
+        project(db, event)
+    documents = list(db["snapshots"].find().sort("seq", 1))
+    assert [(d["seq"], d["turn_count"]) for d in documents] == [(0, 1), (1, 1)]
+    assert all("semantic" in d["extractions"] for d in documents)
+
+
+def test_a_reused_session_id_after_a_lost_log_keeps_both_snapshots(db: Db) -> None:
+    first_life = snapshot_of(turn_event("t1", "I live in Lisbon."), seq=0)
+    second_life = snapshot_of(turn_event("t2", "I moved to Porto."), seq=0)
+    for event in (first_life, second_life):
+        project(db, event)
+    stored = {d["_id"]: d["turn_ids"] for d in db["snapshots"].find({"session_id": "s"})}
+    assert stored == {first_life.event_id: ["t1"], second_life.event_id: ["t2"]}
+
+
+def test_a_turn_id_reused_for_other_content_is_a_collision(db: Db) -> None:
+    from projections import IdCollision
+
+    project(db, turn_event("t1", "I live in Lisbon."))
+    project(db, turn_event("t1", "I live in Lisbon."))  # a redelivery is fine
+    with pytest.raises(IdCollision, match="turns 't1'"):
+        project(db, turn_event("t1", "I live in Porto."))
+    assert db["turns"].find_one({"_id": "t1"})["content"] == "I live in Lisbon."
+
+
+def test_a_snapshot_id_naming_other_turns_is_a_collision(db: Db) -> None:
+    from projections import IdCollision
+
+    snapshot = snapshot_of(turn_event("t1", "I live in Lisbon."))
+    project(db, snapshot)
+    forged = snapshot.model_copy(update={"turns": snapshot_of(turn_event("t9", "x")).turns})
+    with pytest.raises(IdCollision, match="already holds other turns"):
+        project(db, forged)
+
+
+def test_a_memory_event_id_reused_for_other_content_is_a_collision(db: Db) -> None:
+    from projections import IdCollision
+
+    added = MemoryAdded(
+        event_id="e1",
+        occurred_at=T0,
+        memory_id="m1",
+        memory_type="semantic",
+        user_id="tim",
+        content=content("The user lives in Lisbon."),
+        evidence=evidence(),
+    )
+    project(db, added)
+    project(db, added)
+    with pytest.raises(IdCollision):
+        project(db, added.model_copy(update={"content": content("The user lives in Porto.")}))

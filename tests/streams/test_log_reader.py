@@ -10,7 +10,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faust.types import TP
 
-from streams.progress import KafkaLogReader
+from streams.log_reader import KafkaLogReader
 
 pytestmark = pytest.mark.integration
 

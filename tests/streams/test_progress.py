@@ -154,11 +154,16 @@ def test_commits_beyond_the_progress_are_found() -> None:
 
 @dataclass
 class Consumer:
-    _committed_offset: dict[TP, int | None]
+    """A Faust consumer's public surface the guard uses: its assignment and `seek`."""
+
+    assigned: set[TP]
     seeks: list[dict[TP, int]] = field(default_factory=list)
 
-    async def seek_wait(self, partitions: dict[TP, int]) -> None:
-        self.seeks.append(dict(partitions))
+    def assignment(self) -> set[TP]:
+        return self.assigned
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        self.seeks.append({tp: offset})
 
 
 @dataclass
@@ -178,19 +183,35 @@ class App:
     tables: Tables = field(default_factory=Tables)
 
 
+def commits(offsets: dict[TP, int | None]) -> Any:
+    """The group's committed offsets, as `CommittedOffsets` reads them from the broker."""
+    asked: list[set[TP]] = []
+
+    async def read(partitions: Any) -> dict[TP, int | None]:
+        asked.append(set(partitions))
+        return {tp: offsets.get(tp) for tp in partitions}
+
+    read.asked = asked  # type: ignore[attr-defined]
+    return read
+
+
 def test_a_quiet_partition_committed_past_its_progress_is_read_again() -> None:
     table: dict[bytes, bytes | None] = {progress_key(TURNS): b"4"}
-    guard = PartitionGuard(table, Log(), stage="window", topics=["turns"])
-    app = App(Consumer({TURNS: 6, TP("snapshots", 2): 9}))
+    read = commits({TURNS: 6, TP("snapshots", 2): 9})
+    guard = PartitionGuard(table, Log(), stage="window", topics=["turns"], read_commits=read)
+    app = App(Consumer({TURNS, TP("snapshots", 2)}))
     asyncio.run(guard.reread_skipped(app))
     assert app.consumer.seeks == [{TURNS: 5}]
+    assert read.asked == [{TURNS}]  # only the stage's own input partitions
 
 
 def test_nothing_is_read_again_while_rebalancing_or_when_up_to_date() -> None:
     table: dict[bytes, bytes | None] = {progress_key(TURNS): b"4"}
-    guard = PartitionGuard(table, Log(), stage="window", topics=["turns"])
-    rebalancing = App(Consumer({TURNS: 6}), rebalancing=True)
-    up_to_date = App(Consumer({TURNS: 5}))
-    asyncio.run(guard.reread_skipped(rebalancing))
-    asyncio.run(guard.reread_skipped(up_to_date))
+    rebalancing = App(Consumer({TURNS}), rebalancing=True)
+    up_to_date = App(Consumer({TURNS}))
+    for app, offsets in ((rebalancing, {TURNS: 6}), (up_to_date, {TURNS: 5})):
+        guard = PartitionGuard(
+            table, Log(), stage="window", topics=["turns"], read_commits=commits(offsets)
+        )
+        asyncio.run(guard.reread_skipped(app))
     assert rebalancing.consumer.seeks == up_to_date.consumer.seeks == []

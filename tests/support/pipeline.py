@@ -63,7 +63,9 @@ class PipelineHarness:
         self.llm = llm
         self.log_dir = log_dir
         self.pipeline = Pipeline(pipeline_stages(self.settings), self.environment, log_dir)
-        self._mongo: MongoClient[dict[str, Any]] = MongoClient(mongo_uri, tz_aware=True)
+        self._mongo: MongoClient[dict[str, Any]] = MongoClient(
+            self.environment["MONGODB_URI"], tz_aware=True
+        )
 
     @property
     def db(self) -> Database[dict[str, Any]]:
@@ -127,3 +129,63 @@ def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {value!r}")
         time.sleep(0.2)
+
+
+async def read_topic(bootstrap_servers: str, topic: str, partitions: int) -> list[Any]:
+    """Every record of `topic`, partition by partition, in log order (read until quiet: Tansu's
+    end offsets can be short after multi-record batches)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        records: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+        while True:
+            batches = await consumer.getmany(timeout_ms=1000)
+            for tp, fetched in batches.items():
+                records[tp.partition].extend(fetched)
+            if not batches and all([await consumer.position(tp) >= ends[tp] for tp in tps]):
+                return [record for p in range(partitions) for record in records[p]]
+    finally:
+        await consumer.stop()
+
+
+async def produce_raw(
+    bootstrap_servers: str, topic: str, records: list[tuple[bytes | None, bytes, int | None]]
+) -> None:
+    """Produce `(key, value, partition)` records one at a time, in order, as any client would."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
+    await producer.start()
+    try:
+        for key, value, partition in records:
+            await producer.send_and_wait(topic, value, key=key, partition=partition)
+    finally:
+        await producer.stop()
+
+
+def copy_turns(source: PipelineHarness, target: PipelineHarness) -> int:
+    """Copy the source pipeline's whole turns topic into the target's (same partitions, same
+    order, same bytes), creating the target's topics first. Returns the number of records."""
+    kafka = source.settings.kafka
+
+    async def copy() -> int:
+        await ensure_topics(target.settings.kafka)
+        records = await read_topic(
+            kafka.bootstrap_servers or "", kafka.topics.turns, kafka.partitions
+        )
+        await produce_raw(
+            target.settings.kafka.bootstrap_servers or "",
+            target.settings.kafka.topics.turns,
+            [(r.key, r.value, r.partition) for r in records],
+        )
+        return len(records)
+
+    return asyncio.run(copy())

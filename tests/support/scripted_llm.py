@@ -267,6 +267,7 @@ class ScriptedLLM:
         handler = type("_BoundHandler", (_Handler,), {"llm": self})
         httpd = ThreadingHTTPServer((self._host, self._port), handler)
         httpd.daemon_threads = True
+        self._port = httpd.server_address[1]  # a restart after stop() serves on the same port
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, name="scripted-llm", kwargs={"poll_interval": 0.05}

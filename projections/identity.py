@@ -1,0 +1,53 @@
+"""Writing a document once under an id, and noticing when an id is reused for other content.
+
+Every id in memstream derives from the inputs, so the same id with the same content is a
+redelivery (nothing to do) while the same id with *other* content is a collision: a producer
+reusing an event id, or a bug. `insert_once` never lets a collision pass silently; it raises
+`IdCollision`, and the projector dead-letters the event with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from pymongo.collection import Collection
+
+FINGERPRINT = "fingerprint"
+"""The field holding what a document's content hashed to when it was first written."""
+
+
+class IdCollision(ValueError):
+    """An id already names other content; the message says which id and where."""
+
+
+def fingerprint_of(content: Any) -> str:
+    """A stable hash of JSON-able content (keys sorted)."""
+    data = orjson.dumps(content, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def insert_once(
+    collection: Collection[dict[str, Any]], doc_id: str, document: dict[str, Any], fingerprint: str
+) -> bool:
+    """Insert `document` under `doc_id` unless it exists; True if this call inserted it.
+
+    An existing document with another `fingerprint` raises `IdCollision`
+    (documents written before fingerprints existed are taken on trust).
+    """
+    result = collection.update_one(
+        {"_id": doc_id}, {"$setOnInsert": {**document, FINGERPRINT: fingerprint}}, upsert=True
+    )
+    if result.upserted_id is not None:
+        return True
+    check_same(collection, doc_id, fingerprint)
+    return False
+
+
+def check_same(collection: Collection[dict[str, Any]], doc_id: str, fingerprint: str) -> None:
+    """Raise `IdCollision` if the document `doc_id` was written with another `fingerprint`."""
+    existing = collection.find_one({"_id": doc_id}, {FINGERPRINT: 1})
+    stored = (existing or {}).get(FINGERPRINT)
+    if stored is not None and stored != fingerprint:
+        raise IdCollision(f"{collection.name} {doc_id!r} already holds other content")

@@ -1,0 +1,123 @@
+"""Reading the log directly, beside a stage's Faust consumer: ranges, tails, committed offsets.
+
+Each read uses an aiokafka consumer of its own, with no group membership and nothing committed,
+so it never disturbs the stage's consumer group. Broker outages are waited out
+(`streams.retrying`): a stage cannot go on without these records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from faust.types import TP
+
+from streams.records import InputRecord
+from streams.retrying import through_outages
+
+log = logging.getLogger(__name__)
+
+QUIET_FETCH_MS = 500
+"""A fetch that returns nothing for this long, at or past the reported end, ends a tail read."""
+
+
+class KafkaLogReader:
+    """Reads records of one partition: a range (`__call__`) or everything from an offset to the
+    end (`read_tail`)."""
+
+    def __init__(
+        self, bootstrap_servers: str, *, fetch_timeout_ms: int = 1000, chunk: int = 500
+    ) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._fetch_timeout_ms = fetch_timeout_ms
+        self._chunk = chunk
+
+    async def __call__(self, tp: TP, start: int, end: int) -> list[InputRecord]:
+        """Records of `tp` with offsets in `[start, end)`, in order: all of them, or a first
+        chunk of at most `chunk` records (at least one unless the range holds none)."""
+        return await through_outages(
+            lambda: self._read(TopicPartition(tp.topic, tp.partition), start, end),
+            f"reading {tp.topic}[{tp.partition}] {start}..{end - 1} back",
+        )
+
+    async def read_tail(self, tp: TP, start: int) -> list[InputRecord]:
+        """Every record of `tp` from `start` to the end of the partition, in order.
+
+        Reads on past the end offset the broker reports until a fetch comes back empty, because
+        Tansu reports too small an end after multi-record batches.
+        """
+        return await through_outages(
+            lambda: self._read_tail(TopicPartition(tp.topic, tp.partition), start),
+            f"reading {tp.topic}[{tp.partition}] from {start}",
+        )
+
+    def _consumer(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # records before the log start are gone: read from it
+        )
+
+    async def _read(self, tp: TopicPartition, start: int, end: int) -> list[InputRecord]:
+        consumer = self._consumer()
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, start)
+            records: list[InputRecord] = []
+            while True:
+                batches = await consumer.getmany(tp, timeout_ms=self._fetch_timeout_ms)
+                for fetched in batches.get(tp, []):
+                    if fetched.offset >= end:
+                        return records  # the record that revealed the gap exists: all read
+                    if fetched.offset >= start:
+                        records.append(InputRecord.from_consumer_record(fetched))
+                    if len(records) >= self._chunk:
+                        return records
+        finally:
+            await consumer.stop()
+
+    async def _read_tail(self, tp: TopicPartition, start: int) -> list[InputRecord]:
+        consumer = self._consumer()
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, start)
+            end = (await consumer.end_offsets([tp]))[tp]
+            records: list[InputRecord] = []
+            while True:
+                batches = await consumer.getmany(tp, timeout_ms=QUIET_FETCH_MS)
+                fetched = batches.get(tp, [])
+                records.extend(
+                    InputRecord.from_consumer_record(r) for r in fetched if r.offset >= start
+                )
+                if not fetched and await consumer.position(tp) >= end:
+                    return records
+        finally:
+            await consumer.stop()
+
+
+class CommittedOffsets:
+    """What a consumer group has committed, read with the public `committed()` API of a consumer
+    that carries the group id but never subscribes (so it never joins or rebalances the group;
+    works on Tansu, which lacks the admin API for group offsets)."""
+
+    def __init__(self, bootstrap_servers: str, group: str) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._group = group
+
+    async def __call__(self, partitions: Collection[TP]) -> dict[TP, int | None]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap_servers,
+            group_id=self._group,
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            return {
+                tp: await consumer.committed(TopicPartition(tp.topic, tp.partition))
+                for tp in partitions
+            }
+        finally:
+            await consumer.stop()
