@@ -1,18 +1,20 @@
 """Supervising stage workers: the restart policy (pure, with a test clock), the supervisor over
-real child processes standing in for stages, and a real pipeline."""
+real child processes standing in for stages, `memstream up`'s exit, and a real pipeline."""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tenacity import wait_exponential, wait_fixed
 
+from memstream import cli, runtime, supervisor
 from memstream.runtime import Pipeline
 from memstream.supervisor import (
     FAIL_FAST,
@@ -224,6 +226,33 @@ def test_a_stage_that_keeps_crashing_is_given_up_on_and_every_stage_stopped(
     assert "boom: doomed run 3 cannot reach the broker" in message  # the log tail
     assert sup.restarts["doomed"] == 2
     assert time.monotonic() - started < 15
+
+
+@contextmanager
+def stand_in_running_pipeline(
+    tmp_path: Path, crashes: dict[str, int]
+) -> Iterator[tuple[Any, Any, Pipeline]]:
+    with stand_in_pipeline(tmp_path, crashes) as pipeline:
+        yield None, runtime.Infrastructure("127.0.0.1:1", "mongodb://127.0.0.1:2"), pipeline
+
+
+def test_up_exits_1_naming_the_stage_that_keeps_crashing_and_its_log_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(
+        runtime,
+        "running_pipeline",
+        lambda settings, **_: stand_in_running_pipeline(tmp_path, {"steady": 0, "doomed": -1}),
+    )
+    monkeypatch.setattr(supervisor, "RestartPolicy", lambda: QUICK)
+    monkeypatch.setattr(cli, "_refuse_if_unready", lambda settings: None)
+    monkeypatch.setattr(cli, "_stop_on_sigterm", lambda: None)  # not in the test process
+    monkeypatch.chdir(tmp_path)
+
+    assert cli.main(["up"]) == 1
+    err = capsys.readouterr().err
+    assert "memstream: stage doomed exited with code 3" in err
+    assert "boom: doomed run 3 cannot reach the broker" in err
 
 
 # -- a real pipeline -----------------------------------------------------------------------------
