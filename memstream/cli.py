@@ -88,22 +88,26 @@ def _stop_on_sigterm() -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from memstream.runtime import running_pipeline
+    from memstream.runtime import StageFailed, running_pipeline
+    from memstream.supervisor import Supervisor
 
     _stop_on_sigterm()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
-    with running_pipeline(settings, log_dir=settings.data_dir / "logs") as (_, infra, _):
-        print("memstream is running. Point the SDK at it with:")
-        print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
-        print(f"  export MONGODB_URI={infra.mongodb_uri}")
-        print("Press Ctrl-C to stop.", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("\nstopping …", file=sys.stderr)
+    try:
+        with running_pipeline(settings, log_dir=settings.data_dir / "logs") as (_, infra, pipeline):
+            print("memstream is running. Point the SDK at it with:")
+            print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
+            print(f"  export MONGODB_URI={infra.mongodb_uri}")
+            print("Press Ctrl-C to stop.", flush=True)
+            try:
+                Supervisor(pipeline).run()  # restarts crashed stages; raises when one keeps failing
+            except KeyboardInterrupt:
+                print("\nstopping …", file=sys.stderr)
+    except StageFailed as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -111,28 +115,35 @@ def _demo(args: argparse.Namespace) -> int:
     import tempfile
 
     from memstream.demo import format_memories, record_demo_conversation, wait_for_memories
-    from memstream.runtime import running_pipeline
+    from memstream.runtime import StageFailed, running_pipeline
+    from memstream.supervisor import FAIL_FAST, Supervisor
 
     _stop_on_sigterm()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
     started = time.monotonic()
-    with (
-        tempfile.TemporaryDirectory(prefix="memstream-demo-") as scratch,
-        running_pipeline(
-            settings, log_dir=Path(scratch) / "logs", mongo_path=Path(scratch) / "mongo"
-        ) as (settings, _, _),
-    ):
-        print(
-            f"pipeline ready after {time.monotonic() - started:.1f}s; recording the demo "
-            "conversation",
-            file=sys.stderr,
-            flush=True,
-        )
-        asyncio.run(record_demo_conversation(settings))
-        memories = wait_for_memories(settings, args.timeout)
-        print(format_memories(memories), flush=True)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="memstream-demo-") as scratch,
+            running_pipeline(
+                settings, log_dir=Path(scratch) / "logs", mongo_path=Path(scratch) / "mongo"
+            ) as (settings, _, pipeline),
+        ):
+            print(
+                f"pipeline ready after {time.monotonic() - started:.1f}s; recording the demo "
+                "conversation",
+                file=sys.stderr,
+                flush=True,
+            )
+            # A short scripted run: a stage that dies is a bug to show at once, not to restart.
+            supervisor = Supervisor(pipeline, FAIL_FAST)
+            asyncio.run(record_demo_conversation(settings))
+            memories = wait_for_memories(settings, args.timeout, check=supervisor.check)
+            print(format_memories(memories), flush=True)
+    except StageFailed as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 1
     print(f"demo finished in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from events.memories import USER_SUBJECT
@@ -36,13 +37,20 @@ async def record_demo_conversation(settings: Settings) -> None:
         await memory.flush(DEMO_USER, DEMO_SESSION)
 
 
-def wait_for_memories(settings: Settings, timeout: float) -> list[dict[str, Any]]:
-    """Poll the read model until every enabled extractor finished the demo snapshot."""
+def wait_for_memories(
+    settings: Settings, timeout: float, check: Callable[[], None] | None = None
+) -> list[dict[str, Any]]:
+    """Poll the read model until every enabled extractor finished the demo snapshot.
+
+    `check` runs before every poll; what it raises ends the wait (a supervisor's `check`).
+    """
     enabled = settings.memory.extraction.enabled
     client = MemoryClient(settings)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
+            if check is not None:
+                check()
             snapshots = client.snapshots(DEMO_USER, DEMO_SESSION)
             finished = [s.get("extractions", {}) for s in snapshots]
             if snapshots and all(kind in done for done in finished for kind in enabled):

@@ -3,7 +3,8 @@
 With `KAFKA_BOOTSTRAP_SERVERS` / `MONGODB_URI` unset, an embedded Tansu broker (memory storage)
 and an embedded SecantusDB server (data under `data_dir/mongo`) are started on loopback. The stage
 workers are child processes of `python -m memstream worker --stage …`, each its own consumer
-group, told where everything is through their environment.
+group, told where everything is through their environment. `memstream.supervisor` restarts the
+ones that crash.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,9 +89,20 @@ def prepare_topics(settings: Settings) -> dict[str, int]:
 class StageProcess:
     """One stage worker as a child process, with its output in a log file."""
 
-    def __init__(self, stage: str, environment: Mapping[str, str], log_dir: Path) -> None:
+    def __init__(
+        self,
+        stage: str,
+        environment: Mapping[str, str],
+        log_dir: Path,
+        command: Sequence[str] | None = None,
+    ) -> None:
         self.stage = stage
         self.environment = dict(environment)
+        self.command = (
+            list(command)
+            if command is not None
+            else [sys.executable, "-m", "memstream", "worker", "--stage", stage]
+        )
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"worker-{stage.replace(':', '-')}.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -100,7 +112,7 @@ class StageProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as output:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "memstream", "worker", "--stage", self.stage],
+                self.command,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -111,6 +123,11 @@ class StageProcess:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the worker exited (negative: the signal that ended it)."""
+        return self._proc.poll() if self._proc is not None else None
 
     def is_ready(self) -> bool:
         """The worker printed its ready marker (first partition assignment done)."""
@@ -152,8 +169,19 @@ class StageFailed(RuntimeError):
 class Pipeline:
     """All stage workers of a configuration, started together and stopped together."""
 
-    def __init__(self, stages: list[str], environment: Mapping[str, str], log_dir: Path) -> None:
-        self.processes = {stage: StageProcess(stage, environment, log_dir) for stage in stages}
+    def __init__(
+        self,
+        stages: list[str],
+        environment: Mapping[str, str],
+        log_dir: Path,
+        commands: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """`commands` replaces a stage's `memstream worker` command (tests run stand-ins)."""
+        commands = commands or {}
+        self.processes = {
+            stage: StageProcess(stage, environment, log_dir, commands.get(stage))
+            for stage in stages
+        }
 
     def __enter__(self) -> Pipeline:
         return self.start()
@@ -212,7 +240,11 @@ def pipeline_stages(settings: Settings) -> list[str]:
 def running_pipeline(
     settings: Settings, *, log_dir: Path, mongo_path: Path | None = None
 ) -> Iterator[tuple[Settings, Infrastructure, Pipeline]]:
-    """Infrastructure, the LLM (local if none is configured), topics and every stage worker."""
+    """Infrastructure, the LLM (local if none is configured), topics and every stage worker.
+
+    Nothing watches the workers here: run `memstream.supervisor.Supervisor(pipeline)` in the
+    foreground (as `memstream up` does) to restart a crashed stage and to stop on a crash loop.
+    """
     from memstream.local_llm import local_llm_environment
 
     with (
