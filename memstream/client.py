@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,23 @@ from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
+
+
+@contextmanager
+def _quiet_producer_id_errors(quiet: bool) -> Iterator[None]:
+    """While probing for an idempotent producer, aiokafka logs a broker's refusal of producer
+    ids as an ERROR; with `auto` that refusal is expected and handled, so the line is dropped."""
+    sender_log = logging.getLogger("aiokafka.producer.sender")
+
+    def refusal(record: logging.LogRecord) -> bool:
+        return "InitProducerIdRequest" not in record.getMessage()
+
+    if quiet:
+        sender_log.addFilter(refusal)
+    try:
+        yield
+    finally:
+        sender_log.removeFilter(refusal)
 
 
 class MemoryClient:
@@ -76,7 +94,8 @@ class MemoryClient:
         mode = self.settings.kafka.idempotent_producer
         if mode != "off":
             try:
-                self._producer = await self._started_producer_with(idempotent=True)
+                with _quiet_producer_id_errors(mode == "auto"):
+                    self._producer = await self._started_producer_with(idempotent=True)
                 return
             except KafkaError as exc:
                 if mode == "on":

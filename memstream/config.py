@@ -18,6 +18,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
 | MEMSTREAM_IDEMPOTENT_PRODUCER (auto, on, off) | kafka.idempotent_producer (the SDK's producer) |
+| MEMSTREAM_PRODUCER_REQUEST_TIMEOUT | kafka.producer_request_timeout_seconds (stage sends) |
 | MEMSTREAM_MAX_SNAPSHOT_BYTES | window.max_snapshot_bytes |
 | MEMSTREAM_DATA_DIR | data_dir |
 """
@@ -56,6 +57,9 @@ class KafkaSettings(_Section):
     heartbeat_interval_seconds: float = Field(default=1.0, gt=0)
     producer_max_batch_size: int | None = Field(default=None, ge=1)
     """Set to 1 on Tansu (its end offsets are wrong after multi-record batches)."""
+    producer_request_timeout_seconds: float | None = Field(default=None, gt=0)
+    """How long a stage's send waits for the broker before it fails (and is retried by the
+    stage); unset: Faust's default, 1,200 s."""
     idempotent_producer: Literal["auto", "on", "off"] = "auto"
     """The SDK producer's Kafka idempotence (no duplicates from its own retries); `auto` uses
     it where the broker supports it (Tansu does not). The window drops a re-sent turn by its
@@ -155,6 +159,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_HEARTBEAT_INTERVAL": ("kafka", "heartbeat_interval_seconds"),
     "MEMSTREAM_PRODUCER_MAX_BATCH_SIZE": ("kafka", "producer_max_batch_size"),
     "MEMSTREAM_IDEMPOTENT_PRODUCER": ("kafka", "idempotent_producer"),
+    "MEMSTREAM_PRODUCER_REQUEST_TIMEOUT": ("kafka", "producer_request_timeout_seconds"),
     "MONGODB_URI": ("mongodb", "uri"),
     "MONGODB_DATABASE": ("mongodb", "database"),
     "OPENAI_BASE_URL": ("llm", "base_url"),

@@ -45,6 +45,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
         session_timeout_seconds=kafka.session_timeout_seconds,
         heartbeat_interval_seconds=kafka.heartbeat_interval_seconds,
         producer_max_batch_size=kafka.producer_max_batch_size,
+        producer_request_timeout_seconds=kafka.producer_request_timeout_seconds,
         llm_attempts=settings.llm.max_attempts,
     )
 

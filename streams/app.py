@@ -31,6 +31,8 @@ def faust_app(stage: str, settings: StreamSettings) -> faust.App:
     }
     if settings.producer_max_batch_size is not None:
         options["producer_max_batch_size"] = settings.producer_max_batch_size
+    if settings.producer_request_timeout_seconds is not None:
+        options["producer_request_timeout"] = settings.producer_request_timeout_seconds
     return faust.App(settings.group(stage), **options)
 
 

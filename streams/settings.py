@@ -32,6 +32,8 @@ class StreamSettings:
     heartbeat_interval_seconds: float = 1.0
     producer_max_batch_size: int | None = None
     """1 on Tansu, whose end offsets are wrong after multi-record batches (table recovery)."""
+    producer_request_timeout_seconds: float | None = None
+    """How long a send waits for the broker before it fails; None: Faust's default (1,200 s)."""
     llm_attempts: int = 3
 
     def group(self, stage: str) -> str:
