@@ -61,8 +61,9 @@ class ProxyStats:
 class _Link:
     """One client connection and its upstream connection."""
 
-    def __init__(self, client: asyncio.StreamWriter) -> None:
+    def __init__(self, client: asyncio.StreamWriter, task: asyncio.Task[None]) -> None:
         self.client = client
+        self.task = task
         self.upstream: asyncio.StreamWriter | None = None
 
     def abort(self) -> None:
@@ -260,6 +261,8 @@ class FaultProxy:
         links = list(self._links)
         for link in links:
             link.abort()
+        if links:  # return once they are gone (their handlers have seen the abort)
+            await asyncio.wait([link.task for link in links], timeout=2.0)
         with self._lock:
             self._connections_cut += len(links)
         log.info("%s: cut (%d connections dropped)", self.name, len(links))
@@ -279,7 +282,7 @@ class FaultProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        link = _Link(writer)
+        link = _Link(writer, task)
         self._tasks.add(task)
         self._links.add(link)
         with self._lock:
