@@ -365,11 +365,24 @@ class LoopbackServer:
 
 
 class _KafkaBroker(LoopbackServer):
-    """Shared readiness check: TCP port open, then a metadata request that lists brokers."""
+    """Shared readiness check: TCP port open, then a metadata request that lists brokers.
+
+    ``advertised_port`` (default: ``port``) is the port the broker puts in its metadata, where
+    clients connect after bootstrapping -- e.g. a fault-injecting proxy forwarding to ``port``.
+    The readiness probe's requests after the first one follow the advertised address too, so
+    whatever listens there must already be running (and passing traffic) when ``start()`` runs:
+    start the proxy first, then the broker.
+    """
+
+    advertised_port: int
 
     @property
     def bootstrap_servers(self) -> str:
         return self.address
+
+    @property
+    def advertised_address(self) -> str:
+        return f"{LOOPBACK}:{self.advertised_port}"
 
     def _is_ready(self) -> bool:
         return _port_open(self.port) and kafka_metadata_ok(self.bootstrap_servers, timeout=3.0)
@@ -424,6 +437,7 @@ class TansuBroker(_KafkaBroker):
         workdir: str | os.PathLike[str] | None = None,
         *,
         port: int | None = None,
+        advertised_port: int | None = None,
         storage_engine: str = "memory://tansu/",
         cluster_id: str = "memstream",
         extra_args: Sequence[str] = (),
@@ -435,20 +449,20 @@ class TansuBroker(_KafkaBroker):
         super().__init__(
             workdir, port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout
         )
+        self.advertised_port = advertised_port if advertised_port is not None else self.port
         self.storage_engine = storage_engine
         self.cluster_id = cluster_id
         self.extra_args = list(extra_args)
         self.rust_log = rust_log
 
     def _command(self) -> list[str]:
-        url = f"tcp://{self.address}"
         return [
             str(self.binary),
             "broker",
             "--listener-url",
-            url,
+            f"tcp://{self.address}",
             "--advertised-listener-url",
-            url,
+            f"tcp://{self.advertised_address}",
             "--storage-engine",
             self.storage_engine,
             "--cluster-id",
@@ -534,6 +548,7 @@ class ApacheKafkaBroker(_KafkaBroker):
         *,
         libs_dir: str | os.PathLike[str] | None = None,
         port: int | None = None,
+        advertised_port: int | None = None,
         controller_port: int | None = None,
         properties: Mapping[str, str] | None = None,
         heap: str = "512m",
@@ -561,6 +576,7 @@ class ApacheKafkaBroker(_KafkaBroker):
             workdir, port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout
         )
         self.controller_port: int = controller_port
+        self.advertised_port = advertised_port if advertised_port is not None else self.port
         self.properties = dict(properties or {})
         self.heap = heap
         self.jvm_args = list(jvm_args)
@@ -590,7 +606,9 @@ class ApacheKafkaBroker(_KafkaBroker):
             "controller.quorum.voters": f"1@{LOOPBACK}:{self.controller_port}",
             "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:"
             f"{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            # Clients connect here, and so would this node's inter-broker traffic, if any (the
+            # controller listener is never advertised to clients and stays direct).
+            "advertised.listeners": f"PLAINTEXT://{self.advertised_address}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",

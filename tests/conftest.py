@@ -30,12 +30,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "broker" in metafunc.fixturenames:
-        chosen = [name.strip() for name in metafunc.config.getoption("--brokers").split(",")]
-        unknown = set(chosen) - set(BROKERS)
-        if unknown:
-            raise pytest.UsageError(f"unknown brokers {sorted(unknown)}; known: {BROKERS}")
-        metafunc.parametrize("broker", chosen, indirect=True, scope="session")
+    """`broker` (the shared broker fixture) and `broker_flavour` (just the name, for tests
+    that start brokers of their own) run once per broker chosen with `--brokers`."""
+    for name, indirect in (("broker", True), ("broker_flavour", False)):
+        if name in metafunc.fixturenames:
+            chosen = [b.strip() for b in metafunc.config.getoption("--brokers").split(",")]
+            unknown = set(chosen) - set(BROKERS)
+            if unknown:
+                raise pytest.UsageError(f"unknown brokers {sorted(unknown)}; known: {BROKERS}")
+            metafunc.parametrize(name, chosen, indirect=indirect, scope="session")
 
 
 @pytest.fixture(scope="session")

@@ -126,6 +126,21 @@ def test_start_failure_reports_log_tail(tmp_path: Path) -> None:
         assert not second.running
 
 
+def test_brokers_advertise_their_own_port_unless_told(tmp_path: Path) -> None:
+    tansu = TansuBroker(tmp_path / "own")
+    assert tansu.advertised_port == tansu.port
+    assert f"tcp://{tansu.address}" in tansu._command()
+    proxied = TansuBroker(tmp_path / "proxied", advertised_port=4242)
+    command = proxied._command()
+    assert command[command.index("--listener-url") + 1] == f"tcp://{proxied.address}"
+    assert command[command.index("--advertised-listener-url") + 1] == "tcp://127.0.0.1:4242"
+    if ApacheKafkaBroker.available():
+        kafka = ApacheKafkaBroker(tmp_path / "kafka", advertised_port=4242)
+        props = kafka.server_properties()
+        assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:4242"
+        assert f"PLAINTEXT://127.0.0.1:{kafka.port}" in props["listeners"]
+
+
 kafka_needed = pytest.mark.skipif(
     not ApacheKafkaBroker.available(),
     reason="no Apache Kafka jars in tools/kafka/libs: run tools/kafka/fetch.sh "
