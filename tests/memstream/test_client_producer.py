@@ -1,4 +1,4 @@
-"""The SDK's producer is idempotent where the broker allows it, and still works where it does not."""
+"""The SDK producer is idempotent where the broker allows it, and works where it does not."""
 
 from __future__ import annotations
 
