@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """What an LLM answered (`text`), which model answered, and the tokens it counted."""
+
+    text: str
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class ChatModel(Protocol):
     """An LLM that answers a chat conversation with a JSON object (as text)."""
 
-    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str: ...
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer: ...
 
 
 class Embedder(Protocol):

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import openai
 
-from handlers.ports import ChatModel, Embedder, EmbeddingUnavailable, LLMUnavailable
+from handlers.ports import ChatAnswer, ChatModel, Embedder, EmbeddingUnavailable, LLMUnavailable
 from memstream.config import EmbeddingSettings, LLMSettings
 
 RETRYABLE = (
@@ -50,7 +50,7 @@ class OpenAIChatModel:
             max_retries=0,
         )
 
-    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
         try:
             response = await self._client.chat.completions.create(
                 model=self.model,
@@ -61,7 +61,13 @@ class OpenAIChatModel:
             )
         except RETRYABLE as exc:
             raise LLMUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        return response.choices[0].message.content or ""
+        usage = response.usage
+        return ChatAnswer(
+            text=response.choices[0].message.content or "",
+            model=response.model or self.model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
 
 
 class OpenAIEmbedder:

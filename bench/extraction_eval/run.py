@@ -52,7 +52,7 @@ from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
 from handlers.extraction.base import extract
 from handlers.extraction.semantic import SemanticExtractor
 from handlers.messages import normalize_messages
-from handlers.ports import ChatModel, LLMUnavailable
+from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
 from memstream.providers import OpenAIChatModel
 
 DEFAULT_CASES = Path(__file__).with_name("cases.json")
@@ -67,9 +67,9 @@ class RecordingChatModel:
     inner: ChatModel
     answers: list[str] = field(default_factory=list)
 
-    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
         answer = await self.inner.complete_json(messages)
-        self.answers.append(answer)
+        self.answers.append(answer.text)
         return answer
 
 

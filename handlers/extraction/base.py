@@ -8,7 +8,7 @@ from typing import Protocol
 
 from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
-from handlers.ports import ChatModel
+from handlers.ports import ChatAnswer, ChatModel
 
 
 class InvalidExtraction(ValueError):
@@ -37,6 +37,8 @@ class ExtractionOutcome:
     attempts: int
     failure: str | None = None
     last_answer: str = ""
+    answers: tuple[ChatAnswer, ...] = ()
+    """Every answer the LLM gave, in order (for cost accounting and failure reports)."""
 
 
 async def extract(
@@ -50,16 +52,22 @@ async def extract(
     prompt = extractor.prompt(snapshot)
     messages = prompt
     reason = ""
-    answer = ""
+    answers: list[ChatAnswer] = []
     for attempt in range(1, attempts + 1):
         answer = await llm.complete_json(messages)
+        answers.append(answer)
         try:
-            return ExtractionOutcome(tuple(extractor.parse(answer, snapshot)), attempt)
+            memories = tuple(extractor.parse(answer.text, snapshot))
+            return ExtractionOutcome(memories, attempt, answers=tuple(answers))
         except InvalidExtraction as exc:
             reason = str(exc)
-            messages = [*prompt, *_correction(answer, reason)]
+            messages = [*prompt, *_correction(answer.text, reason)]
     return ExtractionOutcome(
-        (), attempts, failure=f"invalid LLM output: {reason}", last_answer=answer
+        (),
+        attempts,
+        failure=f"invalid LLM output: {reason}",
+        last_answer=answers[-1].text if answers else "",
+        answers=tuple(answers),
     )
 
 

@@ -23,6 +23,7 @@ from bench.extraction_eval.scoring import (
     summarize,
     summary_rows,
 )
+from handlers.ports import ChatAnswer
 
 MARCO_NURSE = LabelledFact("Marco", (("nurse",),))
 MARCO_BERLIN = LabelledFact("Marco", (("Berlin",),))
@@ -269,8 +270,8 @@ class ScriptedAnswers:
     def __init__(self, *answers: str) -> None:
         self.answers = list(answers)
 
-    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
-        return self.answers.pop(0)
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
+        return ChatAnswer(self.answers.pop(0))
 
 
 async def test_run_case_extracts_scores_and_keeps_raw_answers() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from handlers.extraction.base import ExtractionOutcome, extract
 from handlers.extraction.semantic import SemanticExtractor
-from handlers.ports import LLMUnavailable
+from handlers.ports import ChatAnswer, LLMUnavailable
 from tests.factories import snapshot
 
 GOOD = json.dumps({"facts": [{"subject": "the user", "statement": "The user works at Stripe."}]})
@@ -24,14 +24,14 @@ class FakeChatModel:
         self.answers = list(answers)
         self.calls: list[list[dict[str, str]]] = []
 
-    async def complete_json(self, messages: Sequence[dict[str, str]]) -> str:
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
         self.calls.append(list(messages))
         if not self.answers:
             raise AssertionError("the LLM was called more often than scripted")
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        return ChatAnswer(answer, "fake", prompt_tokens=10, completion_tokens=5)
 
 
 async def run(llm: FakeChatModel, attempts: int = 3) -> ExtractionOutcome:
@@ -50,7 +50,8 @@ async def test_valid_first_answer() -> None:
 
 async def test_empty_answer_is_a_success_with_no_memories() -> None:
     outcome = await run(FakeChatModel('{"facts": []}'))
-    assert outcome == ExtractionOutcome(memories=(), attempts=1)
+    assert (outcome.memories, outcome.attempts, outcome.failure) == ((), 1, None)
+    assert [answer.text for answer in outcome.answers] == ['{"facts": []}']
 
 
 async def test_invalid_then_valid_retries_with_the_reason() -> None:
