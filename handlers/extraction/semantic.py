@@ -8,20 +8,23 @@ validated, filtered and re-attributed by `handlers.attribution`, never trusted a
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from events.memories import USER_SUBJECT, MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
 from handlers.attribution import (
+    ASSISTANT,
     Attribution,
     canonical_subject,
+    evidence_terms,
     rests_on,
     subject_in_statement,
     with_user_as_subject,
 )
 from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.drafts import in_first_person, one_line, support, validated
 from handlers.extraction.json_answer import items_under
 from handlers.extraction.transcript import Transcript, transcript_of
 
@@ -37,8 +40,8 @@ Speakers: [user] is the current user. [assistant] is the AI assistant. Any other
 
 Return one JSON object: {"facts": [ ... ]}. Each fact is an object with:
 - "subject": who the fact is about: "the user" for the current user; the person's name for \
-another named person; "assistant" only for a concrete recommendation or plan the AI assistant \
-gave that the user may refer to later.
+another named person; "assistant" only for something concrete the AI assistant provided because \
+it was asked: a recommendation, a plan or a list the user may refer to later.
 - "statement": one short sentence in the third person that starts with the subject, in your \
 own words, e.g. "The user works at a bank." Never copy a message. Never write "I", "my" or "me".
 - "owner": "agent" only when the subject is the assistant, otherwise "user".
@@ -51,11 +54,14 @@ Rules:
 do, like, own, plan or need.
 - Do not describe the conversation (who asked, greeted, thanked or answered what). No greetings, \
 no small talk, no questions, no guesses, no general knowledge from the assistant's answers.
+- The assistant's replies are not facts: never write what the assistant said, noted, \
+understood, agreed, joked or wished, and never repeat the user's fact as something the \
+assistant noted. A fact about the user is about "the user".
 - A fact another person says about themselves is about that person, never about the user.
 - If there is nothing worth remembering, return {"facts": []}.
 
 Example conversation:
-[user]: I moved to Lisbon last year and I teach maths.
+[user]: I moved to Lisbon last year and I teach maths. Any tips for getting around?
 [Person A]: I'm a nurse, I work nights.
 [assistant]: Nice to meet you both! For Lisbon I recommend the 28 tram.
 Example answer:
@@ -66,6 +72,13 @@ Example answer:
 "owner": "user", "category": "work", "profile_field": null}, {"subject": "assistant", \
 "statement": "The assistant recommended the 28 tram in Lisbon.", "owner": "agent", "category": \
 "other", "profile_field": null}]}
+
+Example conversation:
+[user]: I'm vegan, so no meat for me. Long day today.
+[assistant]: Noted, you're vegan! Sounds like you need coffee, lots of coffee. Hang in there!
+Example answer:
+{"facts": [{"subject": "the user", "statement": "The user is vegan.", "owner": "user", \
+"category": "preference", "profile_field": null}]}
 
 Example conversation:
 [user]: hi, how are you?
@@ -120,30 +133,23 @@ class SemanticExtractor:
         transcript = transcript_of(snapshot)
         memories: dict[tuple[str, str], MemoryContent] = {}
         for index, item in enumerate(items_under(answer, "facts")):
-            draft = _draft(item, index)
+            draft = validated(FactDraft, item, "facts", index)
             memory = _memory_from(draft, transcript, index)
             if memory is not None:
                 memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
         return list(memories.values())
 
 
-def _draft(item: dict[str, Any], index: int) -> FactDraft:
-    try:
-        return FactDraft.model_validate(item)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise InvalidExtraction(f'"facts"[{index}].{where}: {first["msg"]}') from exc
-
-
 def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> MemoryContent | None:
-    statement = " ".join(draft.statement.split())
-    if not statement or _in_first_person(statement):
+    statement = one_line(draft.statement)
+    if not statement or in_first_person(statement):
         return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
     if _narrates_the_conversation(statement):
         return None  # "The user asked about …", "…?": what was said, not what is true
     attribution = _attribution(draft.subject, statement, transcript, index)
     if not _grounded(attribution, statement, transcript):
+        return None
+    if attribution.kind == "assistant" and not assistant_provided(statement, transcript):
         return None
     if attribution.kind == "current_user":
         statement = with_user_as_subject(statement, transcript.user_name)
@@ -167,17 +173,6 @@ def _attribution(subject: str, statement: str, transcript: Transcript, index: in
         return canonical_subject(raw, user_name=user_name, speaker_names=speakers)
     except ValueError as exc:
         raise InvalidExtraction(f'"facts"[{index}].subject: {exc}') from exc
-
-
-_FIRST_PERSON = re.compile(
-    r"(?<![\w'-])(I|I'm|I've|I'd|I'll)(?![\w'-])"
-    r"|(?i:^(we|our)\b|\b(my|me|mine|myself)\b)|我"
-)
-
-
-def _in_first_person(statement: str) -> bool:
-    """A statement in the first person copies a message instead of stating a fact."""
-    return _FIRST_PERSON.search(statement.replace("\u2019", "'")) is not None
 
 
 _NARRATION = re.compile(
@@ -217,3 +212,76 @@ def _grounded(attribution: Attribution, statement: str, transcript: Transcript) 
         )
         return opening == "assistant"
     return True
+
+
+# --- what the AI assistant provided ----------------------------------------------------------
+
+_PROVIDING = re.compile(
+    r"^(the\s+)?(ai\s+)?assistant\s+(has\s+|had\s+|also\s+)?"
+    r"(recommend|suggest|propos|provid|gave|give|creat|wrote|writ|draft|prepar|plann|plan|"
+    r"made|make|shar|list|outlin|compil|design|buil|calculat|found|select|chose|picked|"
+    r"book|schedul|translat|summari[sz]|generat|put together|came up with|pointed)"
+    r"|^(the\s+)?(ai\s+)?assistant['\u2019]s\s+(\w+\s+)?"
+    r"(recommend|suggest|advice|plan|list|propos|itinerar|recipe|schedul|draft|pick|choice)"
+    r"|^(ai\s*)?助手(还|也|已经|已)?(推荐|建议|提供|给出|给了|制定|列出|列了|写了|编写|起草|安排|规划|"
+    r"设计|整理|准备|提出|计算|翻译|总结|预订|预定|挑选|选了|选择|找到)",
+    re.IGNORECASE,
+)
+"""How a statement about something the assistant provided opens: "The assistant recommended …",
+"The assistant's suggested itinerary …", "助手推荐了…". Anything else the assistant "did" in a
+conversation (noted, said, agreed, understood, joked, wished …) describes a reply, not a memory."""
+
+_PROVIDING_TERMS = frozenset(
+    evidence_terms(
+        "recommended suggested proposed provided gave created wrote drafted prepared planned "
+        "made shared listed outlined compiled designed built calculated found selected chose "
+        "picked booked scheduled translated summarised summarized generated advice 推荐建议提供"
+    )
+)
+
+_REQUEST = re.compile(
+    r"[?\uff1f]|\b(recommend|suggest|advice|advise|ideas?|tips?|help|need|want|looking for|"
+    r"should i|can you|could you|would you|will you|please|pls|give me|tell me|show me|"
+    r"find|book|make|write|plan|create|draft|list|compare|pick|choose)\b"
+    r"|推荐|建议|帮|需要|想要|请|怎么|哪|什么|吗|能不能|可不可以|给我",
+    re.IGNORECASE,
+)
+"""A question or a request in a person's message: what makes the assistant's answer something
+it *provided* rather than a reply to small talk."""
+
+
+def assistant_provided(statement: str, transcript: Transcript) -> bool:
+    """Whether an assistant statement records something the AI assistant provided.
+
+    The reported failure: small models turn the assistant's replies into memories ("The
+    assistant recommended coffee all day." after "Long day today.", "Assistant noted that the
+    user is vegan."). An `agent` memory is kept only when all three hold, in this order:
+
+    1. it opens with a providing verb (`_PROVIDING`): recommended, suggested, planned, listed …;
+       never noted, said, agreed, understood, which describe a reply;
+    2. someone in the conversation asked for something (`_REQUEST`: a question mark or a
+       request word), so the assistant answered a need instead of making small talk;
+    3. it carries content the assistant said and the people did not (a term of the assistant's
+       messages absent from every person's messages, besides the providing verb): restating
+       the user's own fact ("The assistant recommended a vegan diet" to a vegan) adds nothing.
+       A statement in another script than the conversation cannot be compared word by word
+       and passes this step.
+    """
+    if _PROVIDING.match(statement) is None:
+        return False
+    if not any(_REQUEST.search(text) for text in transcript.humans_said):
+        return False
+    names = [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
+    claimed = evidence_terms(statement, ignore=names) - _PROVIDING_TERMS
+    novel = claimed - _terms(transcript.humans_said, names)
+    assistant_said = transcript.said_by(ASSISTANT)
+    if support(statement, assistant_said, names=names) is None:
+        return True  # another script: words cannot be compared
+    return bool(novel & _terms(assistant_said, names))
+
+
+def _terms(texts: list[str], names: list[str]) -> set[str]:
+    terms: set[str] = set()
+    for text in texts:
+        terms |= evidence_terms(text, ignore=names)
+    return terms

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from events.memories import ASSISTANT_SUBJECT, USER_SUBJECT
 from events.snapshots import SnapshotPromoted
+from handlers.attribution import Attribution
 from handlers.messages import ChatMessage
 from handlers.rendering import Language, conversation_language, render_conversation
 
@@ -33,6 +35,37 @@ class Transcript:
             for m in self.messages
             if (m.name or "").casefold() == named or named in m.content.casefold()
         ]
+
+    def said_by(self, attribution: Attribution) -> list[str]:
+        """What one participant said themselves: the current user's own messages (not the
+        AI's restatements of them), a named speaker's own messages, or the AI assistant's."""
+        if attribution.kind == "current_user":
+            return [m.content for m in self.messages if m.role == "user"]
+        if attribution.kind == "assistant":
+            return [m.content for m in self.messages if m.role == "assistant" and not m.name]
+        named = attribution.subject.casefold()
+        return [m.content for m in self.messages if (m.name or "").casefold() == named]
+
+    @property
+    def humans_said(self) -> list[str]:
+        """Every message a person wrote: the current user's and the named speakers'."""
+        return [m.content for m in self.messages if m.role == "user" or m.name]
+
+    @property
+    def speakers(self) -> list[str]:
+        """Who spoke, as memories name them, in order of first appearance: "the user", each
+        named speaker, "assistant" (system and tool messages are not participants)."""
+        seen: list[str] = []
+        for m in self.messages:
+            if m.role == "user":
+                who = USER_SUBJECT
+            elif m.role == "assistant":
+                who = m.name or ASSISTANT_SUBJECT
+            else:
+                continue
+            if who not in seen:
+                seen.append(who)
+        return seen
 
 
 def transcript_of(snapshot: SnapshotPromoted) -> Transcript:

@@ -10,7 +10,6 @@ import pytest
 from events import MemoryContent, SnapshotPromoted
 from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.json_answer import items_under, load_object
-from handlers.extraction.registry import EXTRACTORS, UnsupportedMemoryType, extractor_for
 from handlers.extraction.semantic import SYSTEM_PROMPT, SemanticExtractor
 from handlers.extraction.transcript import transcript_of
 from tests.factories import snapshot
@@ -36,7 +35,7 @@ def multi_speaker() -> SnapshotPromoted:
             {"role": "assistant", "content": "Here is a packing list: passport, charger."},
             {
                 "content": "My sister Maria and my brother Ian visit next week. Maria lives in"
-                " Berlin, a fact."
+                " Berlin, a fact. What should I pack for Berlin?"
             },
         ]
     )
@@ -311,25 +310,6 @@ def test_load_object_and_items_under() -> None:
     assert items_under('{"facts": [{"statement": "x"}]}', "episodes") == []
 
 
-# --- registry -------------------------------------------------------------------------------------
-
-
-def test_registry_gives_a_fresh_semantic_extractor() -> None:
-    first = extractor_for("semantic")
-    assert isinstance(first, SemanticExtractor)
-    assert first.memory_type == "semantic"
-    assert extractor_for("semantic") is not first
-    assert set(EXTRACTORS) == {"semantic"}
-
-
-@pytest.mark.parametrize("memory_type", ["episodic", "procedural", "taxonomic"])
-def test_registry_refuses_types_without_an_extractor(memory_type: Any) -> None:
-    with pytest.raises(UnsupportedMemoryType) as info:
-        extractor_for(memory_type)
-    assert memory_type in str(info.value)
-    assert "available: semantic" in str(info.value)
-
-
 @pytest.mark.parametrize(
     "statement",
     [
@@ -442,3 +422,125 @@ def test_a_translated_fact_cannot_be_judged_by_its_words_and_is_kept() -> None:
     )
     allergy = answer(fact("The user is allergic to penicillin.", subject="the user"))
     assert [m.text for m in parse(allergy, chinese)] == ["The user is allergic to penicillin."]
+
+
+# --- the assistant's replies are not memories (reported: a third of short conversations) ------
+
+
+def chat(*turns: tuple[str, str]) -> SnapshotPromoted:
+    """A snapshot of (role, content) turns between the user and the AI assistant."""
+    return snapshot(turns=[{"role": role, "content": content} for role, content in turns])
+
+
+SMALL_TALK = chat(
+    ("user", "Long day at work, so tired."),
+    ("assistant", "Coffee all day, that's the secret! Hang in there."),
+)
+VEGAN = chat(("user", "I'm vegan, by the way."), ("assistant", "Noted, you're vegan!"))
+SMALL_TALK_ZH = chat(("user", "今天上班好累。"), ("assistant", "那就喝一整天咖啡吧！加油！"))
+VEGAN_ZH = chat(("user", "我吃纯素。"), ("assistant", "好的，记下了，你吃纯素！"))
+LAPTOP = chat(
+    ("user", "Can you recommend a laptop for Python under $1500?"),
+    ("assistant", "I recommend the Lenovo ThinkPad T14s: great keyboard, runs Linux well."),
+)
+HOTPOT_ZH = chat(
+    ("user", "能推荐一家成都的火锅店吗？"), ("assistant", "推荐蜀大侠火锅，在春熙路。")
+)
+VEGAN_DINNER = chat(
+    ("user", "I'm vegan. Any dinner ideas for tonight?"),
+    ("assistant", "Sure! Try a red lentil curry with coconut milk and rice."),
+)
+
+
+def assistant_fact(statement: str) -> str:
+    return answer(fact(statement, subject="assistant", owner="agent"))
+
+
+@pytest.mark.parametrize(
+    ("snap", "statement"),
+    [
+        (SMALL_TALK, "The assistant recommended coffee all day."),
+        (SMALL_TALK, "The assistant suggested drinking coffee all day."),
+        (VEGAN, "Assistant noted that the user is vegan."),
+        (VEGAN, "The assistant noted the user's vegan diet."),
+        (VEGAN, "The assistant acknowledged that the user is vegan."),
+        (VEGAN, "The assistant will remember that the user is vegan."),
+        (VEGAN_DINNER, "The assistant recommended a vegan diet."),  # the user's own fact
+        (LAPTOP, "The assistant said it is happy to help."),
+        (LAPTOP, "The assistant agreed that a laptop is useful."),
+        (SMALL_TALK_ZH, "助手推荐整天喝咖啡。"),
+        (SMALL_TALK_ZH, "助手建议用户加油。"),
+        (VEGAN_ZH, "助手记下了用户吃纯素。"),
+        (VEGAN_ZH, "助手表示用户吃纯素。"),
+    ],
+    ids=[
+        "coffee-small-talk",
+        "coffee-suggested",
+        "noted-vegan",
+        "noted-vegan-diet",
+        "acknowledged",
+        "will-remember",
+        "restates-the-user",
+        "happy-to-help",
+        "agreed",
+        "zh-coffee-small-talk",
+        "zh-cheer",
+        "zh-noted",
+        "zh-said",
+    ],
+)
+def test_the_assistants_replies_are_not_agent_memories(
+    snap: SnapshotPromoted, statement: str
+) -> None:
+    assert parse(assistant_fact(statement), snap) == []
+
+
+@pytest.mark.parametrize(
+    ("snap", "statement"),
+    [
+        (LAPTOP, "The assistant recommended the Lenovo ThinkPad T14s."),
+        (LAPTOP, "The assistant's recommended laptop is the ThinkPad T14s."),
+        (VEGAN_DINNER, "The assistant suggested a red lentil curry for dinner."),
+        (HOTPOT_ZH, "助手推荐了春熙路的蜀大侠火锅。"),
+    ],
+    ids=["recommended", "possessive", "suggested", "zh-recommended"],
+)
+def test_what_the_assistant_provided_when_asked_is_kept(
+    snap: SnapshotPromoted, statement: str
+) -> None:
+    (memory,) = parse(assistant_fact(statement), snap)
+    assert (memory.subject, memory.owner, memory.text) == ("assistant", "agent", statement)
+
+
+@pytest.mark.parametrize(
+    ("snap", "statement", "kept"),
+    [
+        (VEGAN, "The user is vegan.", "The user is vegan."),
+        (VEGAN_ZH, "用户吃纯素。", "用户吃纯素。"),
+    ],
+)
+def test_the_users_fact_survives_beside_a_dropped_assistant_restatement(
+    snap: SnapshotPromoted, statement: str, kept: str
+) -> None:
+    restated = (
+        "Assistant noted that the user is vegan." if "vegan" in kept else "助手记下了用户吃纯素。"
+    )
+    memories = parse(
+        answer(fact(statement), fact(restated, subject="assistant", owner="agent")), snap
+    )
+    assert [(m.subject, m.owner, m.text) for m in memories] == [("the user", "user", kept)]
+
+
+def test_an_unrequested_recommendation_is_small_talk() -> None:
+    """Nobody asked for anything: the assistant's suggestion answers no need."""
+    snap = chat(
+        ("user", "I finally finished the quarterly report."),
+        ("assistant", "Congrats! Treat yourself to a cheesecake tonight."),
+    )
+    assert parse(assistant_fact("The assistant recommended a cheesecake."), snap) == []
+
+
+def test_prompt_says_the_assistants_replies_are_not_facts() -> None:
+    assert "The assistant's replies are not facts" in SYSTEM_PROMPT
+    assert "never repeat the user's fact as something the assistant noted" in SYSTEM_PROMPT
+    assert '"statement": "The user is vegan."' in SYSTEM_PROMPT  # only the user's fact

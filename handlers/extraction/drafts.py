@@ -1,0 +1,79 @@
+"""What every extractor does with the items of an LLM answer before they become memories.
+
+* `validated` checks one item against the extractor's pydantic draft schema and raises
+  `InvalidExtraction` naming the item and the field (``"episodes"[0].title: Field required``),
+  the reason `extract()` hands back to the LLM on its retry;
+* `one_line` normalises the whitespace of a field the LLM wrote;
+* `in_first_person` recognises a sentence that copies a message ("I work at …", "我在…")
+  instead of stating something about someone: whose "I" it is cannot be known for sure;
+* `support` measures how much of a text rests on what one participant said, and says when that
+  cannot be judged by words (an English text about a Chinese conversation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from handlers.attribution import evidence_terms
+from handlers.extraction.base import InvalidExtraction
+
+Draft = TypeVar("Draft", bound=BaseModel)
+
+
+def validated(schema: type[Draft], item: dict[str, Any], key: str, index: int) -> Draft:
+    """`item` (the `index`-th object under `key`) as a `schema` draft, or `InvalidExtraction`."""
+    try:
+        return schema.model_validate(item)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InvalidExtraction(f'"{key}"[{index}].{where}: {first["msg"]}') from exc
+
+
+def one_line(text: str) -> str:
+    """The text with every run of whitespace (newlines included) collapsed to one space."""
+    return " ".join(text.split())
+
+
+_FIRST_PERSON = re.compile(
+    r"(?<![\w'-])(I|I'm|I've|I'd|I'll)(?![\w'-])"
+    r"|(?i:^(we|our)\b|\b(my|me|mine|myself)\b)|我"
+)
+
+
+def in_first_person(text: str) -> bool:
+    """Whether the text speaks in the first person (an "I" inside a word such as "I-95" or
+    "Imagine" does not count; "we"/"our" only at the start, where they open a copied message)."""
+    return _FIRST_PERSON.search(text.replace("\u2019", "'")) is not None
+
+
+def support(text: str, evidence: Iterable[str], *, names: Iterable[str]) -> float | None:
+    """The share of `text`'s content terms that appear in `evidence` (0.0 to 1.0).
+
+    None when the words cannot decide: the text has no content terms of its own, or it is
+    written in another script than the evidence (small models often answer a Chinese
+    conversation in English). `handlers.attribution.rests_on` counts those as resting.
+    """
+    names = list(names)
+    claimed = evidence_terms(text, ignore=names)
+    said: set[str] = set()
+    for message in evidence:
+        said |= evidence_terms(message, ignore=names)
+    if not claimed or _script(claimed) != _script(said):
+        return None
+    return len(claimed & said) / len(claimed)
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _script(terms: set[str]) -> str | None:
+    cjk = sum(1 for term in terms if _CJK.search(term))
+    latin = sum(1 for term in terms if not term.isdigit() and not _CJK.search(term))
+    if cjk == latin == 0:
+        return None
+    return "cjk" if cjk > latin else "latin"
