@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from events.memories import MemoryType
 from handlers.extraction.base import Extractor
+from handlers.extraction.episodic import EpisodicExtractor
+from handlers.extraction.procedural import ProceduralExtractor
 from handlers.extraction.semantic import SemanticExtractor
+from handlers.extraction.taxonomic import TaxonomicExtractor
 
-EXTRACTORS: dict[MemoryType, type[SemanticExtractor]] = {"semantic": SemanticExtractor}
-"""Memory types with an automatic extractor in this version (the others can still be saved)."""
+EXTRACTORS: dict[MemoryType, Callable[[], Extractor]] = {
+    "semantic": SemanticExtractor,
+    "episodic": EpisodicExtractor,
+    "procedural": ProceduralExtractor,
+    "taxonomic": TaxonomicExtractor,
+}
+"""Every memory type has an automatic extractor (each type can also be saved directly)."""
 
 
 class UnsupportedMemoryType(ValueError):
-    """No automatic extractor exists for this memory type yet."""
+    """No automatic extractor exists for this memory type."""
 
 
 def extractor_for(memory_type: MemoryType) -> Extractor:

@@ -1,0 +1,300 @@
+"""Procedural extraction: how things are to be done — standing rules, workflows, instructions.
+
+One memory per procedure:
+
+* ``attributes`` — ``kind`` (``rule``: how the assistant must always or never act;
+  ``workflow``: ordered steps to get something done; ``instruction``: one thing to do in a given
+  situation), ``trigger`` (when it applies; ``always`` for a rule that always holds), ``steps``
+  (short imperatives), ``applies_to`` (whom it is for: "the user", or another named person such
+  as "John") and ``given_by`` (who asked for it or provided it: "the user", "John",
+  "assistant");
+* ``subject`` — ``applies_to``: the person the procedure is for, so the user's rules and John's
+  never reconcile with each other. A rule the assistant follows is *for* someone: "applies to
+  the assistant" becomes the person who gave it (or the user);
+* ``owner`` — ``user`` when a person asked for it or stated it (the current user or another
+  named human: never ``agent``), ``agent`` when it is a workflow the AI assistant provided. So
+  an assistant-provided workflow for the user has subject "the user" and owner ``agent``;
+* ``text`` — a readable one-line rendering: "When <trigger>: <step 1>; <step 2>." ("Always: …"
+  for rules that always hold; the same with full-width punctuation, "当<trigger>时" and "始终"
+  for Chinese conversations);
+* ``category`` — the kind.
+
+Who gave a procedure is not taken from the LLM alone. Small models credit the assistant with a
+rule it merely acknowledged ("Got it: short answers from now on"), and credit the user with
+steps the assistant wrote because the user asked. So the LLM's ``given_by`` is checked
+(`_source`): a standing rule is always a person's; a workflow's steps resting mostly on a
+person's own messages are that person's, and steps resting more on the assistant's messages
+than on the person who only asked are the assistant's. Steps resting on nothing said in the
+conversation are dropped (an invented procedure, or the prompt's example copied).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from events.memories import USER_SUBJECT, MemoryContent, MemoryType
+from events.snapshots import SnapshotPromoted
+from handlers.attribution import (
+    ASSISTANT,
+    CURRENT_USER,
+    Attribution,
+    canonical_subject,
+    rests_on,
+)
+from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.drafts import in_first_person, one_line, support, validated
+from handlers.extraction.json_answer import items_under
+from handlers.extraction.transcript import Transcript, transcript_of
+from handlers.rendering import Language
+
+ProcedureKind = Literal["rule", "workflow", "instruction"]
+KINDS: tuple[str, ...] = get_args(ProcedureKind)
+_KEY = "procedures"
+
+SYSTEM_PROMPT = """\
+You extract procedures for a long-term memory from a conversation: how things are to be done \
+from now on.
+
+Speakers: [user] is the current user. [assistant] is the AI assistant. Any other label, such as \
+[Person A], is another real person taking part in the conversation.
+
+Return one JSON object: {"procedures": [ ... ]}. Each procedure is an object with:
+- "kind": "rule" for how the assistant must always (or never) act; "workflow" for several \
+steps to get something done, in order; "instruction" for one thing to do in a given situation.
+- "trigger": when it applies, in a few words; "always" if it always applies.
+- "steps": a list of short instructions in the imperative, e.g. ["Answer in French"]. Never \
+write "I", "my" or "me".
+- "applies_to": whom it is for: "the user", or the name of another person.
+- "given_by": who asked for it or gave it: "the user", another person's name, or "assistant" \
+when the AI assistant provided the steps.
+
+Rules:
+- Only procedures meant to be followed again: standing rules for the assistant ("from now on", \
+"always", "never", "every time"), a person's own routines, and step-by-step workflows for a task \
+that will come back.
+- Facts about people (job, home, likes), greetings, small talk, questions and one-off answers \
+are not procedures.
+- If there is none, return {"procedures": []}.
+
+Example conversation:
+[user]: From now on, answer me in short bullet points. How do I back up my laptop? I do it \
+every Friday.
+[Person A]: And when you plan my trips, always book an aisle seat.
+[assistant]: Got it! To back up: plug in the external disk, open Time Machine, click \
+"Back Up Now".
+Example answer:
+{"procedures": [{"kind": "rule", "trigger": "always", "steps": ["Answer in short bullet \
+points"], "applies_to": "the user", "given_by": "the user"}, {"kind": "workflow", "trigger": \
+"backing up the laptop every Friday", "steps": ["Plug in the external disk", "Open Time \
+Machine", "Click Back Up Now"], "applies_to": "the user", "given_by": "assistant"}, {"kind": \
+"rule", "trigger": "planning trips for Person A", "steps": ["Book an aisle seat"], \
+"applies_to": "Person A", "given_by": "Person A"}]}
+
+Example conversation:
+[user]: hi, how are you?
+[assistant]: Fine, thanks! How can I help?
+Example answer:
+{"procedures": []}
+
+Example conversation:
+[user]: I live in Dublin and I work at a bank.
+[assistant]: Nice! How can I help you today?
+Example answer:
+{"procedures": []}
+"""
+
+LANGUAGE_INSTRUCTIONS = {
+    "en": "Write the trigger and the steps in English.",
+    "zh": "The conversation is in Chinese: write the trigger and the steps in Chinese.",
+}
+
+
+class ProcedureDraft(BaseModel):
+    """One procedure as the LLM wrote it (before attribution and rendering)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: str | None = Field(default=None, max_length=50)
+    trigger: str | None = Field(default=None, max_length=300)
+    steps: list[str] = Field(max_length=20)
+    applies_to: str | None = Field(default=None, max_length=200)
+    given_by: str | None = Field(default=None, max_length=200)
+
+
+class ProceduralExtractor:
+    """Extracts procedures (kind, trigger, steps, whom they are for) from a snapshot."""
+
+    memory_type: MemoryType = "procedural"
+
+    def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
+        transcript = transcript_of(snapshot)
+        instruction = LANGUAGE_INSTRUCTIONS[transcript.language]
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {
+                "role": "user",
+                "content": f"Conversation:\n{transcript.text}\n\n{instruction} "
+                "Answer with the JSON.",
+            },
+        ]
+
+    def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
+        transcript = transcript_of(snapshot)
+        memories: dict[tuple[str, str], MemoryContent] = {}
+        for index, item in enumerate(items_under(answer, _KEY)):
+            draft = validated(ProcedureDraft, item, _KEY, index)
+            memory = _memory_from(draft, transcript, index)
+            if memory is not None:
+                memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
+        return list(memories.values())
+
+
+def _memory_from(draft: ProcedureDraft, transcript: Transcript, index: int) -> MemoryContent | None:
+    steps = _steps(draft.steps, index)
+    kind = _kind(draft.kind, steps, index)
+    trigger = one_line(draft.trigger or "").rstrip(_END_PUNCTUATION + ":" + _ZH_COLON) or "always"
+    names = _names(transcript)
+    said = " ".join(steps)
+    if not rests_on(said, [m.content for m in transcript.messages], names=names):
+        return None  # not from this conversation: an invented or copied example
+    applies = _who(draft.applies_to or USER_SUBJECT, transcript, index, "applies_to")
+    giver = draft.given_by or draft.applies_to or USER_SUBJECT
+    given_by = _who(giver, transcript, index, "given_by")
+    if given_by is None or applies is None:
+        return None  # a person who is not in the conversation (an example's placeholder)
+    source = _source(given_by, kind, said, transcript)
+    if applies.kind == "assistant":  # the assistant follows it *for* someone
+        applies = source if source.kind != "assistant" else CURRENT_USER
+    return MemoryContent(
+        subject=applies.subject,
+        owner="agent" if source.kind == "assistant" else "user",
+        text=render(trigger, steps, transcript.language),
+        category=kind,
+        attributes={
+            "kind": kind,
+            "trigger": trigger,
+            "steps": steps,
+            "applies_to": applies.subject,
+            "given_by": source.subject,
+        },
+    )
+
+
+def _steps(raw: list[str], index: int) -> list[str]:
+    steps: list[str] = []
+    for position, step in enumerate(raw):
+        text = one_line(step).rstrip(_END_PUNCTUATION)
+        if not text:
+            continue
+        if in_first_person(text):
+            raise InvalidExtraction(
+                f'"{_KEY}"[{index}].steps[{position}]: write the step as an instruction in the '
+                'imperative ("Answer in French"), without "I", "my" or "me"'
+            )
+        if text not in steps:
+            steps.append(text)
+    if not steps:
+        raise InvalidExtraction(f'"{_KEY}"[{index}].steps: at least one non-blank step is needed')
+    return steps
+
+
+def _kind(raw: str | None, steps: list[str], index: int) -> str:
+    """The LLM's kind; when it gave none, a workflow for several steps, else a rule."""
+    kind = (raw or "").strip().casefold()
+    if not kind:
+        return "workflow" if len(steps) > 1 else "rule"
+    if kind not in KINDS:
+        raise InvalidExtraction(
+            f'"{_KEY}"[{index}].kind: must be one of {", ".join(KINDS)}, got {raw!r}'
+        )
+    return kind
+
+
+def _names(transcript: Transcript) -> list[str]:
+    return [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
+
+
+def _who(raw: str, transcript: Transcript, index: int, field: str) -> Attribution | None:
+    """A participant as memories name them; None for a person absent from the conversation."""
+    try:
+        who = canonical_subject(
+            raw, user_name=transcript.user_name, speaker_names=transcript.speaker_names
+        )
+    except ValueError as exc:
+        raise InvalidExtraction(f'"{_KEY}"[{index}].{field}: {exc}') from exc
+    if who.kind == "third_party" and who.subject.casefold() not in transcript.text.casefold():
+        return None
+    return who
+
+
+OWN_SHARE = 0.5
+"""How much of a workflow's steps must rest on a person's own messages for it to be theirs
+when the assistant's messages support it too: half, more than the quarter that grounds a fact,
+because a person's question shares the task's words with the assistant's answer ("How do I
+export the monthly sales report?" holds 4 of the 10 terms of the assistant's four steps), while
+steps a person really gave are mostly their own words."""
+
+
+def _source(given_by: Attribution, kind: str, steps: str, transcript: Transcript) -> Attribution:
+    """Who gave the procedure, checked against the words of the steps (module docstring).
+
+    * A standing ``rule`` is always a person's: the assistant does not set rules for itself, it
+      acknowledges them. Credited to the assistant, it goes to the person whose own messages
+      support it best (the current user when the words cannot tell).
+    * A workflow or instruction credited to the assistant is a person's when at least
+      `OWN_SHARE` of it rests on that person's own messages (the assistant restated it);
+      credited to a person, it is the assistant's when less than `OWN_SHARE` rests on the
+      person's messages and more on the assistant's (the person only asked for it).
+    """
+    names = _names(transcript)
+    people = [CURRENT_USER] + [
+        Attribution(subject=name, owner="user", kind="third_party")
+        for name in sorted(transcript.speaker_names)
+    ]
+    shares = {p.subject: support(steps, transcript.said_by(p), names=names) for p in people}
+    if given_by.kind == "assistant":
+        best = max(people, key=lambda p: shares[p.subject] or 0.0)
+        best_share = shares[best.subject]
+        if kind == "rule":
+            return best if best_share else CURRENT_USER
+        return best if best_share is not None and best_share >= OWN_SHARE else ASSISTANT
+    if kind == "rule":
+        return given_by
+    own = support(steps, transcript.said_by(given_by), names=names)
+    assistant = support(steps, transcript.said_by(ASSISTANT), names=names)
+    if own is not None and assistant is not None and own < OWN_SHARE and assistant > own:
+        return ASSISTANT
+    return given_by
+
+
+_ALWAYS = frozenset(
+    {"always", "any time", "anytime", "every time", "all the time", "at all times", "in general"}
+    | {"总是", "始终", "一直", "任何时候", "所有时候", "随时"}
+)
+_ZH_COLON = "\uff1a"
+_ZH_SEMICOLON = "\uff1b"
+_END_PUNCTUATION = ".;\u3002" + _ZH_SEMICOLON
+_OPENINGS = ("when ", "whenever ", "if ", "before ", "after ", "every ", "each ", "while ")
+
+
+def render(trigger: str, steps: list[str], language: Language) -> str:
+    """One readable line: "When <trigger>: <step 1>; <step 2>." (Chinese: "当<trigger>时", a
+    full-width colon, the steps joined by full-width semicolons, and "。").
+
+    The steps stay as the LLM capitalised them: lower-casing "Answer in French" would also
+    lower-case "Python first"."""
+    if language == "zh":
+        body = _ZH_SEMICOLON.join(steps)
+        if trigger.casefold() in _ALWAYS:
+            return f"始终{_ZH_COLON}{body}。"
+        if trigger.startswith(("当", "每", "如果", "在")):
+            return f"{trigger}{_ZH_COLON}{body}。"
+        return f"当{trigger}{'' if trigger.endswith('时') else '时'}{_ZH_COLON}{body}。"
+    body = "; ".join(steps)
+    if trigger.casefold() in _ALWAYS:
+        return f"Always: {body}."
+    if trigger.casefold().startswith(_OPENINGS):
+        return f"{trigger[0].upper()}{trigger[1:]}: {body}."
+    return f"When {trigger}: {body}."
