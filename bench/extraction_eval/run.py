@@ -1,16 +1,22 @@
-"""Labelled evaluation of the semantic extraction prompt against an OpenAI-compatible endpoint.
+"""Labelled evaluation of the extraction prompts against an OpenAI-compatible endpoint.
 
     .venv/bin/python bench/extraction_eval/run.py --local small            # packaged 0.5B model
     .venv/bin/python bench/extraction_eval/run.py --local large            # packaged 1.5B model
     .venv/bin/python bench/extraction_eval/run.py --base-url URL --model NAME [--api-key KEY]
-        [--cases FILE] [--case ID ...] [--out report.json] [--timeout 900] [--no-warmup]
+        [--type semantic|episodic|procedural|taxonomic|all] [--cases FILE] [--case ID ...]
+        [--tag TAG ...] [--skip-tag TAG ...] [--out report.json] [--timeout 900] [--no-warmup]
+    .venv/bin/python bench/extraction_eval/run.py --rescore report.json [--case/--tag/--skip-tag]
 
-Each labelled conversation in the cases file (default: ``cases.json`` beside this script) is
-normalised (`handlers.messages.normalize_messages`), wrapped in one `SnapshotPromoted` and run
-through `extract(SemanticExtractor(), snapshot, llm, attempts=3)` exactly as the semantic
-extraction handler does (validation, retries with the reason, re-attribution). The scores are
-defined in `bench.extraction_eval.scoring`; they are printed as a table and, with ``--out``,
-saved as JSON with every case's raw LLM answers and extracted memories.
+Each memory type has its labelled conversations in ``cases-<type>.json`` beside this script
+(``--type all`` runs the four types in turn against one server; ``--type`` defaults to
+semantic). Each conversation is normalised (`handlers.messages.normalize_messages`), wrapped in
+one `SnapshotPromoted` and run through `extract(extractor_for(type), snapshot, llm,
+attempts=3)` exactly as the extraction handler does (validation, retries with the reason,
+re-attribution). The scores are defined in `bench.extraction_eval.scoring`; they are printed as
+a table and, with ``--out``, saved as JSON with every case's raw LLM answers and extracted
+memories (``{type}`` in the path is replaced by the memory type, one file per type).
+``--rescore`` recomputes the scores of a saved report against the current labels, for any
+subset of its cases, without calling a model.
 
 With ``--local small|large`` the script starts the packaged llama.cpp server itself
 (`memstream.local.llm.start_local_llm`) and stops it afterwards. Without ``--base-url`` the
@@ -48,14 +54,21 @@ from bench.extraction_eval.scoring import (
     summarize,
     summary_rows,
 )
+from events.memories import MEMORY_TYPES
 from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
 from handlers.extraction.base import extract
-from handlers.extraction.semantic import SemanticExtractor
+from handlers.extraction.registry import extractor_for
 from handlers.messages import normalize_messages
 from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
 from memstream.providers import OpenAIChatModel
 
-DEFAULT_CASES = Path(__file__).with_name("cases.json")
+
+def cases_file(memory_type: str) -> Path:
+    """The labelled cases of one memory type, beside this script."""
+    return Path(__file__).with_name(f"cases-{memory_type}.json")
+
+
+DEFAULT_CASES = cases_file("semantic")
 USER_ID = "eval-user"
 CLOCK = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
 
@@ -113,9 +126,17 @@ async def run_case(case: Case, llm: ChatModel, attempts: int) -> CaseReport:
     snapshot = snapshot_for(case)
     started = time.perf_counter()
     try:
-        outcome = await extract(SemanticExtractor(), snapshot, recorder, attempts=attempts)
+        extractor = extractor_for(case.memory_type)
+        outcome = await extract(extractor, snapshot, recorder, attempts=attempts)
         memories = tuple(
-            ExtractedMemory(subject=m.subject, owner=m.owner, text=m.text) for m in outcome.memories
+            ExtractedMemory(
+                subject=m.subject,
+                owner=m.owner,
+                text=m.text,
+                category=m.category,
+                attributes=dict(m.attributes),
+            )
+            for m in outcome.memories
         )
         run = CaseRun(
             case_id=case.id,
@@ -155,6 +176,18 @@ async def evaluate(
     return reports
 
 
+async def evaluate_types(
+    selected: dict[str, list[Case]], llm: ChatModel, *, attempts: int, warmup: bool
+) -> dict[str, list[CaseReport]]:
+    """Every selected type's cases in turn, against one model (one event loop)."""
+    results: dict[str, list[CaseReport]] = {}
+    for memory_type, cases in selected.items():
+        print(f"\n== {memory_type}: {len(cases)} cases", flush=True)
+        results[memory_type] = await evaluate(cases, llm, attempts=attempts, warmup=warmup)
+        warmup = False
+    return results
+
+
 def _print_case(report: CaseReport) -> None:
     run, score = report.run, report.score
     status = "FAILED" if run.failure else "ok"
@@ -166,6 +199,8 @@ def _print_case(report: CaseReport) -> None:
     )
     for memory in run.memories:
         print(f"    - [{memory.subject} / {memory.owner}] {memory.text}", flush=True)
+        if memory.attributes:
+            print(f"      {json.dumps(memory.attributes, ensure_ascii=False)}", flush=True)
     if run.failure:
         print(f"    ! {run.failure}", flush=True)
 
@@ -184,10 +219,17 @@ def machine() -> dict[str, Any]:
 
 
 def report_json(
-    *, model: str, base_url: str | None, reports: Sequence[CaseReport], summary: Summary
+    *,
+    memory_type: str,
+    model: str,
+    base_url: str | None,
+    reports: Sequence[CaseReport],
+    summary: Summary,
 ) -> dict[str, Any]:
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["bench/extraction_eval/run.py", *sys.argv[1:]]),
+        "memory_type": memory_type,
         "model": model,
         "base_url": base_url,
         "machine": machine(),
@@ -215,9 +257,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--local", choices=("small", "large"), help="start the packaged llama.cpp model"
     )
-    parser.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="labelled cases file")
+    parser.add_argument(
+        "--type",
+        choices=(*MEMORY_TYPES, "all"),
+        default="semantic",
+        help="memory type to evaluate (default semantic)",
+    )
+    parser.add_argument("--cases", type=Path, help="labelled cases file (one --type only)")
     parser.add_argument("--case", action="append", default=[], help="only this case id")
-    parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--tag", action="append", default=[], help="only cases with this tag")
+    parser.add_argument("--skip-tag", action="append", default=[], help="leave out this tag")
+    parser.add_argument("--out", help="write the JSON report here ({type}: the memory type)")
+    parser.add_argument("--rescore", type=Path, help="score a saved report again, no model")
     parser.add_argument("--attempts", type=int, default=3, help="LLM attempts per snapshot")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
     parser.add_argument("--max-tokens", type=int, default=1024)
@@ -225,21 +276,56 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.local and (args.base_url or args.model):
         parser.error("--local starts its own server: do not also give --base-url/--model")
+    if args.cases and args.type == "all":
+        parser.error("--cases holds the cases of one memory type: give --type too")
+    if args.out and args.type == "all" and "{type}" not in args.out:
+        parser.error("--type all writes one report per type: put {type} in the --out path")
     return args
 
 
-def load_cases(path: Path, only: Sequence[str]) -> list[Case]:
-    cases = parse_cases(json.loads(path.read_text(encoding="utf-8")))
+def load_cases(
+    path: Path,
+    only: Sequence[str] = (),
+    *,
+    memory_type: str = "semantic",
+    tags: Sequence[str] = (),
+    skip_tags: Sequence[str] = (),
+) -> list[Case]:
+    """The cases of one type's file, narrowed to the given ids and tags."""
+    cases = parse_cases(json.loads(path.read_text(encoding="utf-8")), memory_type)
     if only:
         unknown = sorted(set(only) - {case.id for case in cases})
         if unknown:
             raise SystemExit(f"unknown case ids: {', '.join(unknown)}")
         cases = [case for case in cases if case.id in only]
-    return cases
+    if tags:
+        cases = [case for case in cases if set(tags) & set(case.tags)]
+    return [case for case in cases if not set(skip_tags) & set(case.tags)]
+
+
+def selected_cases(args: argparse.Namespace) -> dict[str, list[Case]]:
+    """The cases to run, per memory type (case ids of other types are not an error)."""
+    types = MEMORY_TYPES if args.type == "all" else (args.type,)
+    selected: dict[str, list[Case]] = {}
+    for memory_type in types:
+        path = args.cases or cases_file(memory_type)
+        cases = load_cases(path, memory_type=memory_type, tags=args.tag, skip_tags=args.skip_tag)
+        if args.case:
+            cases = [case for case in cases if case.id in args.case]
+        if cases:
+            selected[memory_type] = cases
+    known = {case.id for cases in selected.values() for case in cases}
+    unknown = sorted(set(args.case) - known)
+    if unknown:
+        raise SystemExit(f"unknown case ids: {', '.join(unknown)}")
+    return selected
 
 
 def run_against(
-    args: argparse.Namespace, cases: Sequence[Case], base_url: str | None, model: str
+    args: argparse.Namespace,
+    selected: dict[str, list[Case]],
+    base_url: str | None,
+    model: str,
 ) -> int:
     llm = OpenAIChatModel(
         base_url=base_url,
@@ -248,21 +334,73 @@ def run_against(
         timeout=args.timeout,
         max_tokens=args.max_tokens,
     )
-    print(f"model {model} at {base_url or 'the default OpenAI endpoint'}: {len(cases)} cases")
-    reports = asyncio.run(evaluate(cases, llm, attempts=args.attempts, warmup=not args.no_warmup))
-    by_id = {case.id: case for case in cases}
-    summary = summarize([r.score for r in reports], [r.run for r in reports])
-    print()
-    print(format_table(summary_rows(summary)))
-    _print_problems(reports, by_id)
-    if args.out:
-        document = report_json(model=model, base_url=base_url, reports=reports, summary=summary)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(
-            json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-        )
-        print(f"\nreport written to {args.out}")
+    total = sum(len(cases) for cases in selected.values())
+    print(f"model {model} at {base_url or 'the default OpenAI endpoint'}: {total} cases")
+    results = asyncio.run(
+        evaluate_types(selected, llm, attempts=args.attempts, warmup=not args.no_warmup)
+    )
+    for memory_type, reports in results.items():
+        cases = selected[memory_type]
+        print(f"\n== {memory_type}: {len(cases)} cases")
+        summary = summarize([r.score for r in reports], [r.run for r in reports])
+        print()
+        print(format_table(summary_rows(summary)))
+        _print_problems(reports, {case.id: case for case in cases})
+        if args.out:
+            out = Path(args.out.replace("{type}", memory_type))
+            document = report_json(
+                memory_type=memory_type,
+                model=model,
+                base_url=base_url,
+                reports=reports,
+                summary=summary,
+            )
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
+            print(f"\nreport written to {out}")
     return 0
+
+
+def rescore(args: argparse.Namespace) -> int:
+    """Score a saved report's memories again against the current labels (no model)."""
+    document = json.loads(args.rescore.read_text(encoding="utf-8"))
+    memory_type = document.get("memory_type", "semantic")
+    cases = load_cases(
+        args.cases or cases_file(memory_type),
+        args.case,
+        memory_type=memory_type,
+        tags=args.tag,
+        skip_tags=args.skip_tag,
+    )
+    runs = {entry["id"]: run_from_report(entry) for entry in document["cases"]}
+    missing = sorted(case.id for case in cases if case.id not in runs)
+    if missing:
+        raise SystemExit(f"the report has no run of: {', '.join(missing)}")
+    scores = [score_case(case, runs[case.id]) for case in cases]
+    summary = summarize(scores, [runs[case.id] for case in cases])
+    print(f"{args.rescore}: {memory_type}, {len(cases)} cases, model {document.get('model')}")
+    print(format_table(summary_rows(summary)))
+    return 0
+
+
+def run_from_report(entry: dict[str, Any]) -> CaseRun:
+    """A case's run as a saved report holds it."""
+    return CaseRun(
+        case_id=entry["id"],
+        memories=tuple(
+            ExtractedMemory(
+                subject=m["subject"],
+                owner=m["owner"],
+                text=m["text"],
+                category=m.get("category"),
+                attributes=m.get("attributes", {}),
+            )
+            for m in entry["memories"]
+        ),
+        seconds=entry["seconds"],
+        attempts=entry["attempts"],
+        failure=entry["failure"],
+    )
 
 
 def _print_problems(reports: Sequence[CaseReport], cases: dict[str, Case]) -> None:
@@ -295,20 +433,22 @@ def _print_problems(reports: Sequence[CaseReport], cases: dict[str, Case]) -> No
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    cases = load_cases(args.cases, args.case)
+    if args.rescore:
+        return rescore(args)
+    selected = selected_cases(args)
     if args.local:
         from memstream.local.llm import MODELS, start_local_llm
 
         print(f"starting the local {args.local} model …", file=sys.stderr, flush=True)
         server = start_local_llm(MODELS[args.local], startup_timeout=300.0)
         try:
-            return run_against(args, cases, server.base_url, server.model)
+            return run_against(args, selected, server.base_url, server.model)
         finally:
             server.stop()
     model = args.model or os.environ.get("MEMSTREAM_LLM_MODEL")
     if not model:
         raise SystemExit("give --model (or set MEMSTREAM_LLM_MODEL), or use --local small|large")
-    return run_against(args, cases, args.base_url or os.environ.get("OPENAI_BASE_URL"), model)
+    return run_against(args, selected, args.base_url or os.environ.get("OPENAI_BASE_URL"), model)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,29 @@
-"""Scoring the semantic extractor against labelled conversations (pure: no I/O, no LLM).
+"""Scoring an extractor against labelled conversations (pure: no I/O, no LLM).
 
-A labelled fact is a `subject` ("the user", a person's name, or "assistant") and `keywords`: a
-list of alternative groups, each of which must have one keyword appearing (case-insensitively)
-in a memory's text. Definitions of the scores (see `summarize`):
+Every memory type has its own cases file (`cases-<type>.json`); each case is run through that
+type's extractor and scored the same way. A labelled fact (an expected memory: a fact, an
+episode, a procedure or a term) is a `subject` ("the user", a person's name, "assistant", or
+for taxonomic memories the term itself, with optional `alternatives`), an optional `owner`
+(by default "agent" for the subject "assistant", otherwise "user"; a workflow the assistant
+provided for the user is labelled subject "the user", owner "agent"), `keywords`: a list of
+alternative groups, each of which must have one keyword appearing (case-insensitively) in a
+memory's text, and optional `attributes`: keyword groups per attribute (e.g. an episode's
+`participants` must name John), matched against the attribute's value (a list's items joined).
+Definitions of the scores (see `summarize`):
 
-* fact recall — expected facts matched by an extracted memory with the right subject and
-  keywords, over all expected facts;
+* fact recall — expected facts matched by an extracted memory with the right subject, keywords
+  and attributes, over all expected facts;
 * attribution accuracy (multi-speaker cases only) — of the memories whose text matches an expected
-  fact's keywords, the fraction with that fact's subject and owner (owner "agent" only for the
-  subject "assistant", otherwise "user");
+  fact's keywords, the fraction with that fact's subject and owner;
 * forbidden violations — forbidden facts (e.g. another person's job given to "the user") matched
   by an extracted memory with the forbidden subject and keywords;
 * empty-case accuracy — cases without expected facts that returned zero memories and no failure;
 * extra memories — extracted memories whose text matches no expected fact's keywords (a memory
   matching an `allowed` fact, e.g. "The user's name is Priya." restating the trusted name, is
   neither required nor counted as extra);
+* precision — the extracted memories that are not errors, over all extracted memories; an error
+  is an extra memory, a misattributed one, or one matching a forbidden fact. Extras therefore
+  cost precision even where recall is perfect;
 * invalid-output rate — cases that failed after the retries (or could not reach the LLM);
 * language consistency — extracted memories written in their case's language (a Chinese
   conversation gives Chinese statements; docs/architecture.md, "Speakers"), by
@@ -32,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from events.memories import MEMORY_TYPES, MemoryType
 from handlers.rendering import detect_language
 
 CaseKind = Literal["empty", "single", "multi_speaker"]
@@ -39,17 +49,34 @@ CASE_KINDS: tuple[str, ...] = get_args(CaseKind)
 ASSISTANT = "assistant"
 
 
+Keywords = tuple[tuple[str, ...], ...]
+"""Groups of alternatives: every group needs one of its keywords in the text."""
+
+
 @dataclass(frozen=True)
 class LabelledFact:
-    """An expected (or forbidden) fact: whose it is and the keyword groups its text must hit."""
+    """An expected (or forbidden) memory: whose it is and the keyword groups it must hit."""
 
     subject: str
-    keywords: tuple[tuple[str, ...], ...]
+    keywords: Keywords
+    attributes: tuple[tuple[str, Keywords], ...] = ()
+    """(attribute name, keyword groups its value must hit), all of them."""
+    alternatives: tuple[str, ...] = ()
+    """Other subjects accepted for this fact (a term's other spellings)."""
+    owner_label: str | None = None
+    """The labelled owner; None means the default (see `owner`)."""
 
     @property
     def owner(self) -> str:
-        """The owner a memory of this fact must have: "agent" only for the AI assistant."""
+        """The owner a memory of this fact must have: the labelled one, else "agent" only for
+        the AI assistant."""
+        if self.owner_label is not None:
+            return self.owner_label
         return "agent" if _key(self.subject) == ASSISTANT else "user"
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return (self.subject, *self.alternatives)
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,9 @@ class Case:
     forbidden: tuple[LabelledFact, ...] = ()
     allowed: tuple[LabelledFact, ...] = ()
     """Facts that may be extracted without counting as extra, but are not required."""
+    memory_type: MemoryType = "semantic"
+    tags: tuple[str, ...] = ()
+    """Free labels to select cases by (`run.py --tag/--skip-tag`)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +103,8 @@ class ExtractedMemory:
     subject: str
     owner: str
     text: str
+    category: str | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,6 +137,8 @@ class CaseScore:
     """Memories not written in the case's language."""
     violations: tuple[tuple[LabelledFact, ExtractedMemory], ...]
     extras: tuple[ExtractedMemory, ...]
+    errors: int
+    """Memories that are extra, misattributed or forbidden (each memory counted once)."""
     empty_correct: bool | None
     """For a case without expected facts: no memories and no failure. None for other cases."""
     invalid: bool
@@ -127,6 +161,8 @@ class Summary:
     empty_case_accuracy: float | None
     memories: int
     extra_memories: int
+    error_memories: int
+    precision: float | None
     invalid_cases: int
     invalid_output_rate: float | None
     wrong_language_memories: int
@@ -141,11 +177,12 @@ class CaseFormatError(ValueError):
     """A labelled case that does not follow the format; the message names the case."""
 
 
-def parse_cases(raw: object) -> list[Case]:
-    """Cases from the decoded JSON of a cases file (a list of objects), validated."""
+def parse_cases(raw: object, memory_type: str = "semantic") -> list[Case]:
+    """Cases of `memory_type` from the decoded JSON of a cases file (a list of objects),
+    validated; a case may repeat its file's type in `memory_type` but not name another."""
     if not isinstance(raw, list):
         raise CaseFormatError("a cases file holds a JSON list of cases")
-    cases = [_case(item, index) for index, item in enumerate(raw)]
+    cases = [_case(item, index, _memory_type(memory_type)) for index, item in enumerate(raw)]
     ids = [case.id for case in cases]
     duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
     if duplicates:
@@ -153,7 +190,14 @@ def parse_cases(raw: object) -> list[Case]:
     return cases
 
 
-def _case(item: object, index: int) -> Case:
+def _memory_type(name: str) -> MemoryType:
+    for memory_type in MEMORY_TYPES:
+        if memory_type == name:
+            return memory_type
+    raise CaseFormatError(f"unknown memory type {name!r} (one of {', '.join(MEMORY_TYPES)})")
+
+
+def _case(item: object, index: int, memory_type: MemoryType) -> Case:
     if not isinstance(item, Mapping):
         raise CaseFormatError(f"case {index}: expected an object")
     case_id = item.get("id")
@@ -168,6 +212,13 @@ def _case(item: object, index: int) -> Case:
         raise CaseFormatError(f"case {case_id}: 'kind' must be one of {', '.join(CASE_KINDS)}")
     if (kind == "empty") != (not expected):
         raise CaseFormatError(f"case {case_id}: kind 'empty' if and only if no expected facts")
+    if item.get("memory_type", memory_type) != memory_type:
+        raise CaseFormatError(
+            f"case {case_id}: a {item.get('memory_type')} case in the {memory_type} cases"
+        )
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(tag, str) and tag for tag in tags):
+        raise CaseFormatError(f"case {case_id}: 'tags' must be a list of non-empty strings")
     return Case(
         id=case_id,
         language=str(item.get("language", "en")),
@@ -176,6 +227,8 @@ def _case(item: object, index: int) -> Case:
         expected=expected,
         forbidden=_facts(item.get("forbidden", []), f"case {case_id}: forbidden"),
         allowed=_facts(item.get("allowed", []), f"case {case_id}: allowed"),
+        memory_type=memory_type,
+        tags=tuple(tags),
     )
 
 
@@ -187,25 +240,47 @@ def _facts(raw: object, where: str) -> tuple[LabelledFact, ...]:
         if not isinstance(fact, Mapping):
             raise CaseFormatError(f"{where}[{index}] must be an object")
         subject = fact.get("subject")
-        groups = fact.get("keywords")
         if not isinstance(subject, str) or not subject.strip():
             raise CaseFormatError(f"{where}[{index}]: missing string 'subject'")
-        if (
-            not isinstance(groups, list)
-            or not groups
-            or not all(
-                isinstance(group, list)
-                and group
-                and all(isinstance(word, str) and word for word in group)
-                for group in groups
-            )
+        alternatives = fact.get("alternatives", [])
+        if not isinstance(alternatives, list) or not all(
+            isinstance(name, str) and name.strip() for name in alternatives
         ):
-            raise CaseFormatError(
-                f"{where}[{index}]: 'keywords' must be a non-empty list of non-empty lists of "
-                "strings"
+            raise CaseFormatError(f"{where}[{index}]: 'alternatives' must be a list of strings")
+        owner = fact.get("owner")
+        if owner not in (None, "user", "agent"):
+            raise CaseFormatError(f"{where}[{index}]: 'owner' must be 'user' or 'agent'")
+        attributes = fact.get("attributes", {})
+        if not isinstance(attributes, Mapping):
+            raise CaseFormatError(f"{where}[{index}]: 'attributes' must be an object")
+        facts.append(
+            LabelledFact(
+                subject,
+                _keywords(fact.get("keywords"), f"{where}[{index}]: 'keywords'"),
+                attributes=tuple(
+                    (str(name), _keywords(groups, f"{where}[{index}]: attributes.{name}"))
+                    for name, groups in attributes.items()
+                ),
+                alternatives=tuple(alternatives),
+                owner_label=owner,
             )
-        facts.append(LabelledFact(subject, tuple(tuple(group) for group in groups)))
+        )
     return tuple(facts)
+
+
+def _keywords(groups: object, where: str) -> Keywords:
+    if (
+        not isinstance(groups, list)
+        or not groups
+        or not all(
+            isinstance(group, list)
+            and group
+            and all(isinstance(word, str) and word for word in group)
+            for group in groups
+        )
+    ):
+        raise CaseFormatError(f"{where} must be a non-empty list of non-empty lists of strings")
+    return tuple(tuple(group) for group in groups)
 
 
 def _key(text: str) -> str:
@@ -223,14 +298,34 @@ def same_subject(expected: str, actual: str) -> bool:
     return _key(expected) == _key(actual)
 
 
+def attribute_text(value: object) -> str:
+    """An attribute's value as text to match keywords in (a list's items joined by " | ")."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return " | ".join(attribute_text(item) for item in value)
+    return str(value)
+
+
 def fact_matches(fact: LabelledFact, memory: ExtractedMemory) -> bool:
-    """The memory states this fact: right subject and every keyword group hit."""
-    return same_subject(fact.subject, memory.subject) and keywords_match(fact.keywords, memory.text)
+    """The memory states this fact: right subject, every keyword group hit in its text and
+    every labelled attribute's groups hit in that attribute."""
+    return (
+        any(same_subject(subject, memory.subject) for subject in fact.subjects)
+        and keywords_match(fact.keywords, memory.text)
+        and all(
+            keywords_match(groups, attribute_text(memory.attributes.get(name)))
+            for name, groups in fact.attributes
+        )
+    )
 
 
 def correctly_attributed(fact: LabelledFact, memory: ExtractedMemory) -> bool:
-    """The memory has the fact's subject and the owner that subject requires."""
-    return same_subject(fact.subject, memory.subject) and memory.owner == fact.owner
+    """The memory has the fact's subject and the owner the fact requires."""
+    return (
+        any(same_subject(subject, memory.subject) for subject in fact.subjects)
+        and memory.owner == fact.owner
+    )
 
 
 def score_case(case: Case, run: CaseRun) -> CaseScore:
@@ -258,6 +353,8 @@ def score_case(case: Case, run: CaseRun) -> CaseScore:
         for memory in memories
         if fact_matches(fact, memory)
     )
+    wrong = {id(memory) for memory in (*extras, *misattributed)}
+    wrong |= {id(memory) for _, memory in violations}
     invalid = run.failure is not None
     return CaseScore(
         case_id=case.id,
@@ -271,6 +368,7 @@ def score_case(case: Case, run: CaseRun) -> CaseScore:
         wrong_language=tuple(m for m in memories if detect_language([m.text]) != case.language),
         violations=violations,
         extras=tuple(extras),
+        errors=len(wrong),
         empty_correct=(not memories and not invalid) if not case.expected else None,
         invalid=invalid,
     )
@@ -292,6 +390,7 @@ def summarize(scores: Sequence[CaseScore], runs: Sequence[CaseRun]) -> Summary:
     invalid = sum(1 for score in scores if score.invalid)
     seconds = [run.seconds for run in runs]
     memories = sum(len(run.memories) for run in runs)
+    errors = sum(score.errors for score in scores)
     wrong_language = sum(len(score.wrong_language) for score in scores)
     per_kind: dict[str, float | None] = {}
     for kind in CASE_KINDS:
@@ -314,6 +413,8 @@ def summarize(scores: Sequence[CaseScore], runs: Sequence[CaseRun]) -> Summary:
         empty_case_accuracy=_ratio(empty_correct, len(empties)),
         memories=memories,
         extra_memories=sum(len(score.extras) for score in scores),
+        error_memories=errors,
+        precision=_ratio(memories - errors, memories),
         invalid_cases=invalid,
         invalid_output_rate=_ratio(invalid, len(scores)),
         wrong_language_memories=wrong_language,
@@ -356,6 +457,11 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
             f"({summary.empty_correct}/{summary.empty_cases})",
         ),
         ("extra memories", f"{summary.extra_memories} (of {summary.memories} extracted)"),
+        (
+            "precision (not extra, misattributed or forbidden)",
+            f"{_percent(summary.precision)} "
+            f"({summary.memories - summary.error_memories}/{summary.memories})",
+        ),
         (
             "invalid-output rate",
             f"{_percent(summary.invalid_output_rate)} ({summary.invalid_cases}/{summary.cases})",

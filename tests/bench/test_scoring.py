@@ -1,4 +1,4 @@
-"""The extraction evaluation's scoring (pure) and its case file; run.py against a scripted LLM."""
+"""The extraction evaluation's scoring (pure) and its case files; run.py against a scripted LLM."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from bench.extraction_eval.run import DEFAULT_CASES, run_case, snapshot_for
+from bench.extraction_eval.run import (
+    DEFAULT_CASES,
+    cases_file,
+    load_cases,
+    main,
+    run_case,
+    snapshot_for,
+)
 from bench.extraction_eval.scoring import (
     Case,
     CaseFormatError,
@@ -250,7 +257,7 @@ def test_parse_cases_refuses_malformed_cases(raw: object, message: str) -> None:
         parse_cases(raw)
 
 
-def test_the_shipped_cases_cover_the_required_situations() -> None:
+def test_the_shipped_semantic_cases_cover_the_required_situations() -> None:
     cases = parse_cases(json.loads(DEFAULT_CASES.read_text(encoding="utf-8")))
     kinds = [case.kind for case in cases]
     assert len(cases) >= 12
@@ -323,3 +330,200 @@ def test_memories_in_the_wrong_language_are_counted() -> None:
     assert summary.wrong_language_memories == 1
     assert summary.language_consistency == 0.5
     assert "50% (1/2)" in format_table(summary_rows(summary))
+
+
+# --- every memory type ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("memory_type", ["semantic", "episodic", "procedural", "taxonomic"])
+def test_every_type_has_its_own_labelled_cases(memory_type: str) -> None:
+    cases = load_cases(cases_file(memory_type), memory_type=memory_type)
+    assert len(cases) >= 6
+    assert all(case.memory_type == memory_type for case in cases)
+    kinds = [case.kind for case in cases]
+    assert kinds.count("empty") >= 2
+    assert kinds.count("multi_speaker") >= 2
+    assert any(
+        message.get("role") == "assistant" and message.get("name")
+        for case in cases
+        for message in case.messages
+    )  # a named other human
+    assert sum(case.language == "zh" for case in cases) >= 2
+    for case in cases:
+        assert len(snapshot_for(case).turns) == len(case.messages)
+
+
+def test_the_semantic_cases_of_earlier_runs_are_untouched_and_replies_are_tagged() -> None:
+    """RESULTS.md compares runs on the first 14 cases; the assistant-replies cases came later."""
+    cases = load_cases(DEFAULT_CASES, skip_tags=["assistant-replies"])
+    assert len(cases) == 14
+    replies = load_cases(DEFAULT_CASES, tags=["assistant-replies"])
+    assert len(replies) >= 4 and {case.language for case in replies} == {"en", "zh"}
+
+
+def test_a_case_may_not_claim_another_type() -> None:
+    with pytest.raises(CaseFormatError, match="a episodic case in the semantic cases"):
+        parse_cases([valid_case(memory_type="episodic")])
+    [case] = parse_cases([valid_case(memory_type="episodic")], "episodic")
+    assert case.memory_type == "episodic"
+    with pytest.raises(CaseFormatError, match="unknown memory type"):
+        parse_cases([valid_case()], "emotional")
+
+
+@pytest.mark.parametrize(
+    ("fact", "message"),
+    [
+        ({"subject": "x", "keywords": [["a"]], "owner": "robot"}, "'owner'"),
+        ({"subject": "x", "keywords": [["a"]], "alternatives": "y"}, "'alternatives'"),
+        ({"subject": "x", "keywords": [["a"]], "attributes": []}, "'attributes'"),
+        (
+            {"subject": "x", "keywords": [["a"]], "attributes": {"kind": ["rule"]}},
+            "attributes.kind",
+        ),
+    ],
+)
+def test_parse_cases_refuses_malformed_labels(fact: dict[str, Any], message: str) -> None:
+    with pytest.raises(CaseFormatError, match=message):
+        parse_cases([valid_case(expected=[fact])])
+
+
+def test_labels_read_owner_alternatives_attributes_and_tags() -> None:
+    [case] = parse_cases(
+        [
+            valid_case(
+                tags=["t"],
+                expected=[
+                    {
+                        "subject": "DoD",
+                        "alternatives": ["definition of done"],
+                        "owner": "agent",
+                        "keywords": [["done"]],
+                        "attributes": {"kind": [["workflow", "instruction"]]},
+                    }
+                ],
+            )
+        ]
+    )
+    (fact,) = case.expected
+    assert case.tags == ("t",)
+    assert fact.owner == "agent" and fact.subjects == ("DoD", "definition of done")
+    assert fact.attributes == (("kind", (("workflow", "instruction"),)),)
+
+
+EPISODE = LabelledFact("the user", (("move",),), attributes=(("participants", (("John",),)),))
+WORKFLOW = LabelledFact("the user", (("certbot",),), owner_label="agent")
+TERM = LabelledFact("DoD", (("done",),), alternatives=("definition of done",))
+
+
+def test_attributes_must_match_too() -> None:
+    with_john = ExtractedMemory(
+        "the user", "user", "The user helps John move.", "event", {"participants": ["John"]}
+    )
+    without = ExtractedMemory("the user", "user", "The user helps John move.", "event", {})
+    assert fact_matches(EPISODE, with_john)
+    assert not fact_matches(EPISODE, without)
+
+
+def test_a_labelled_owner_overrides_the_default() -> None:
+    case = Case(
+        id="w",
+        language="en",
+        kind="single",
+        messages=({"role": "user", "content": "x"},),
+        expected=(WORKFLOW,),
+        memory_type="procedural",
+    )
+    right = memory("the user", "When renewing: run certbot.", owner="agent")
+    wrong = memory("the user", "When renewing: run certbot.", owner="user")
+    assert score_case(case, run("w", right)).attributed == 1
+    assert score_case(case, run("w", wrong)).misattributed == (wrong,)
+
+
+def test_alternative_subjects_match() -> None:
+    assert fact_matches(TERM, memory("definition of done", "definition of done: done means done"))
+    assert fact_matches(TERM, memory("dod", "DoD: done"))
+    assert not fact_matches(TERM, memory("the user", "DoD: done"))
+
+
+def test_extras_misattributions_and_violations_cost_precision() -> None:
+    extra = memory("the user", "The user says hello.")
+    violation = memory("the user", "The user is a nurse in Berlin.")  # misattributed too
+    right = memory("Marco", "Marco is a nurse in Berlin.")
+    runs = [run("multi", right, extra, violation)]
+    score = score_case(MULTI, runs[0])
+    assert score.errors == 2  # the violation is counted once
+    summary = summarize([score], runs)
+    assert (summary.error_memories, summary.memories) == (2, 3)
+    assert summary.precision == pytest.approx(1 / 3)
+    assert "33% (1/3)" in format_table(summary_rows(summary))
+
+
+def test_allowed_memories_are_not_errors() -> None:
+    score = score_case(MULTI, run("multi", memory("the user", "The user's name is Priya.")))
+    assert score.errors == 0
+
+
+# --- run.py for every type, with a scripted LLM -----------------------------------------------
+
+
+def shipped(memory_type: str, case_id: str) -> Case:
+    [case] = load_cases(cases_file(memory_type), [case_id], memory_type=memory_type)
+    return case
+
+
+async def test_run_case_uses_the_cases_type_of_extractor() -> None:
+    case = shipped("episodic", "ep-multi-helping-john-move")
+    episode = {
+        "subject": "the user",
+        "title": "Helping John move",
+        "summary": "The user will help John move to his new flat on Saturday at 9am.",
+        "participants": ["the user", "John"],
+        "outcome": "The user will bring lunch.",
+    }
+    report = await run_case(case, ScriptedAnswers(json.dumps({"episodes": [episode]})), 3)
+    (found,) = report.run.memories
+    assert (found.subject, found.owner, found.category) == ("the user", "user", "event")
+    assert found.attributes["participants"] == ["the user", "John"]
+    assert (report.score.recalled, report.score.errors) == (1, 0)
+
+
+async def test_run_case_scores_an_assistant_workflow() -> None:
+    case = shipped("procedural", "pr-assistant-workflow")
+    steps = ["Run sudo certbot renew --dry-run", "Run sudo certbot renew", "Reload nginx"]
+    answer = json.dumps(
+        {
+            "procedures": [
+                {"kind": "workflow", "trigger": "renewing the certificate", "steps": steps}
+            ]
+        }
+    )
+    report = await run_case(case, ScriptedAnswers(answer), 3)
+    (found,) = report.run.memories
+    assert (found.subject, found.owner) == ("the user", "agent")
+    assert report.score.recalled == 1
+
+
+def test_rescore_recomputes_a_saved_report_for_a_subset(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = shipped("semantic", "single-job-city")
+    found = {"subject": "the user", "owner": "user", "text": "The user lives in Dublin."}
+    report = {
+        "memory_type": "semantic",
+        "model": "m",
+        "cases": [
+            {"id": case.id, "seconds": 2.0, "attempts": 1, "failure": None, "memories": [found]}
+        ],
+    }
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    assert main(["--rescore", str(path), "--case", case.id]) == 0
+    out = capsys.readouterr().out
+    assert "50% (1/2)" in out  # recall: Dublin yes, Stripe no
+    with pytest.raises(SystemExit, match="no run of"):
+        main(["--rescore", str(path)])
+
+
+def test_type_all_needs_a_type_placeholder_in_the_out_path() -> None:
+    with pytest.raises(SystemExit):
+        main(["--type", "all", "--out", "report.json", "--model", "m"])
