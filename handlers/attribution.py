@@ -115,11 +115,14 @@ def _opens_with(text: str, opening: str) -> bool:
 
 
 def with_user_as_subject(statement: str, user_name: str | None) -> str:
-    """Write a current-user fact with "The user"/"用户" as subject instead of the user's name."""
+    """Write a current-user fact with "The user"/"用户" as subject instead of the user's name:
+    "用户" when the rest of the sentence is Chinese (its first letter is a CJK ideograph),
+    "The user" otherwise ("Tim's dog …", "Ana, John's friend, …")."""
     if not user_name or not _opens_with(statement.casefold(), user_name.casefold()):
         return statement
     rest = statement[len(user_name) :]
-    return ("The user" if rest.startswith((" ", "'")) else "用户") + rest
+    first_letter = next((char for char in rest if char.isalpha()), "")
+    return ("用户" if _CJK_RUN.match(first_letter) else "The user") + rest
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+", re.UNICODE)

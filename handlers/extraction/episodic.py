@@ -20,11 +20,18 @@ One memory per episode (usually one per snapshot, none for small talk):
 The prompt follows the semantic one's lessons for small models: "the user" instead of named
 few-shot speakers, a placeholder [Person A], explicit empty examples, one JSON object, the
 conversation's language. What comes back is validated strictly (`InvalidExtraction` names the
-field, so the retry can fix it; a summary in the first person is refused the same way, since
-dropping it would lose the snapshot's only episode) and re-attributed by `handlers.attribution`.
+field, so the retry can fix it) and re-attributed by `handlers.attribution`; after that:
+
+* a summary in the first person copies a message and is dropped (whose "I" cannot be known);
+  a retry asking for the third person did not make the 1.5B model rewrite it;
+* a summary must rest on the conversation's words (an example copied from the prompt does not);
+* the user's name is written "the user" throughout the title, summary and outcome;
+* a conversation in which no person ever speaks of themselves has no episode (`has_a_story`).
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -134,11 +141,16 @@ class EpisodicExtractor:
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)
+        drafts = [
+            validated(EpisodeDraft, item, _KEY, index)
+            for index, item in enumerate(items_under(answer, _KEY))
+        ]
+        if not has_a_story(transcript):
+            return []
         started = min(turn.occurred_at for turn in snapshot.turns).isoformat()
         ended = max(turn.occurred_at for turn in snapshot.turns).isoformat()
         memories: dict[tuple[str, str], MemoryContent] = {}
-        for index, item in enumerate(items_under(answer, _KEY)):
-            draft = validated(EpisodeDraft, item, _KEY, index)
+        for index, draft in enumerate(drafts):
             memory = _memory_from(draft, transcript, index, started_at=started, ended_at=ended)
             if memory is not None:
                 title = str(memory.attributes["title"]).casefold()
@@ -152,25 +164,21 @@ def _memory_from(
     title = _required(draft.title, index, "title")
     summary = _required(draft.summary, index, "summary")
     if in_first_person(summary):
-        raise InvalidExtraction(
-            f'"{_KEY}"[{index}].summary: write it in the third person, starting with the '
-            'subject ("The user …"), without "I", "my" or "me"'
-        )
+        return None  # a copied message: whose "I" it is cannot be known for sure
     attribution = _attribution(draft.subject, summary, transcript, index)
     if attribution is None:
         return None  # a person who is not in the conversation (an example's placeholder)
     if not rests_on(summary, [m.content for m in transcript.messages], names=_names(transcript)):
         return None  # not about this conversation: an invented or copied example episode
-    if attribution.kind == "current_user":
-        summary = with_user_as_subject(summary, transcript.user_name)
-    outcome = one_line(draft.outcome or "")
+    summary = _the_user_for_their_name(summary, transcript)
+    outcome = _the_user_for_their_name(one_line(draft.outcome or ""), transcript)
     return MemoryContent(
         subject=attribution.subject,
         owner="user",
         text=summary,
         category=CATEGORY,
         attributes={
-            "title": title,
+            "title": _the_user_for_their_name(title, transcript),
             "participants": _participants(draft.participants, attribution, transcript),
             "started_at": started_at,
             "ended_at": ended_at,
@@ -180,6 +188,38 @@ def _memory_from(
 
 
 _NO_OUTCOME = frozenset({"", "null", "none", "n/a", "unknown", "无", "暂无", "未知"})
+
+
+def _the_user_for_their_name(text: str, transcript: Transcript) -> str:
+    """The current user's name written as "the user" ("用户" in Chinese) throughout, as every
+    memory names them: "Ana and John planned …" → "The user and John planned …"."""
+    name = transcript.user_name
+    if not name or not text:
+        return text
+    text = with_user_as_subject(text, name)
+    if transcript.language == "zh":
+        return text.replace(name, "用户")
+    return re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", "the user", text)
+
+
+_SELF_REFERENCE = re.compile(
+    r"(?<![\w'-])(I|I'm|I've|I'd|I'll|us)(?![\w'-])"
+    r"|(?i:\b(me|my|mine|myself|we|we're|we've|we'll|our|ours|ourselves)\b)|我"
+)
+
+
+def has_a_story(transcript: Transcript) -> bool:
+    """Whether anything in the conversation happened to the people in it: a person (the user
+    or another named human) speaks of themselves at least once ("I", "my", "we", "我" …).
+
+    Greetings ("hey, how's it going?") and a single general question with its answer ("What's
+    the capital of Australia?") have no such message, and small models still write an episode
+    for them ("The user greeted the assistant."); a trip, an interview, a move, a task the user
+    works through with the assistant always has one ("I'm planning …", "my flat", "我上周…").
+    """
+    return any(
+        _SELF_REFERENCE.search(text.replace("\u2019", "'")) for text in transcript.humans_said
+    )
 
 
 def _required(value: str, index: int, field: str) -> str:

@@ -14,6 +14,9 @@ One memory per procedure:
 * ``owner`` — ``user`` when a person asked for it or stated it (the current user or another
   named human: never ``agent``), ``agent`` when it is a workflow the AI assistant provided. So
   an assistant-provided workflow for the user has subject "the user" and owner ``agent``;
+* dropped: a procedure whose steps are in the first person (a copied message: whose "me"?),
+  a question ("When what is the weather?"), steps resting on nothing said in the conversation,
+  and one for a person absent from it (the prompt example's placeholder);
 * ``text`` — a readable one-line rendering: "When <trigger>: <step 1>; <step 2>." ("Always: …"
   for rules that always hold; the same with full-width punctuation, "当<trigger>时" and "始终"
   for Chinese conversations);
@@ -22,7 +25,7 @@ One memory per procedure:
 Who gave a procedure is not taken from the LLM alone. Small models credit the assistant with a
 rule it merely acknowledged ("Got it: short answers from now on"), and credit the user with
 steps the assistant wrote because the user asked. So the LLM's ``given_by`` is checked
-(`_source`): a standing rule is always a person's; a workflow's steps resting mostly on a
+(`_source`): a rule credited to the assistant is a person's; steps resting mostly on a
 person's own messages are that person's, and steps resting more on the assistant's messages
 than on the person who only asked are the assistant's. Steps resting on nothing said in the
 conversation are dropped (an invented procedure, or the prompt's example copied).
@@ -30,6 +33,7 @@ conversation are dropped (an invented procedure, or the prompt's example copied)
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -63,9 +67,11 @@ Speakers: [user] is the current user. [assistant] is the AI assistant. Any other
 Return one JSON object: {"procedures": [ ... ]}. Each procedure is an object with:
 - "kind": "rule" for how the assistant must always (or never) act; "workflow" for several \
 steps to get something done, in order; "instruction" for one thing to do in a given situation.
-- "trigger": when it applies, in a few words; "always" if it always applies.
-- "steps": a list of short instructions in the imperative, e.g. ["Answer in French"]. Never \
-write "I", "my" or "me".
+- "trigger": the situation in which it applies, in a few words, e.g. "booking flights"; \
+"always" if it always applies. Never repeat the steps in the trigger.
+- "steps": a list of short instructions in the imperative and in your own words, naming the \
+person when it matters, e.g. ["Never book John's meetings before 10am"]. Never copy a \
+message; never write "I", "my", "me" or "you".
 - "applies_to": whom it is for: "the user", or the name of another person.
 - "given_by": who asked for it or gave it: "the user", another person's name, or "assistant" \
 when the AI assistant provided the steps.
@@ -154,9 +160,14 @@ class ProceduralExtractor:
 def _memory_from(draft: ProcedureDraft, transcript: Transcript, index: int) -> MemoryContent | None:
     steps = _steps(draft.steps, index)
     kind = _kind(draft.kind, steps, index)
-    trigger = one_line(draft.trigger or "").rstrip(_END_PUNCTUATION + ":" + _ZH_COLON) or "always"
+    raw_trigger = one_line(draft.trigger or "")
+    if any(text.endswith(("?", "\uff1f")) for text in (raw_trigger, *steps)):
+        return None  # a question is not a procedure ("When what is the weather?: ask …")
+    if any(in_first_person(step) for step in steps):
+        return None  # a copied message ("When you book for me …"): whose "me" is unknown
     names = _names(transcript)
     said = " ".join(steps)
+    trigger = _trigger(raw_trigger, said, names)
     if not rests_on(said, [m.content for m in transcript.messages], names=names):
         return None  # not from this conversation: an invented or copied example
     applies = _who(draft.applies_to or USER_SUBJECT, transcript, index, "applies_to")
@@ -165,6 +176,8 @@ def _memory_from(draft: ProcedureDraft, transcript: Transcript, index: int) -> M
     if given_by is None or applies is None:
         return None  # a person who is not in the conversation (an example's placeholder)
     source = _source(given_by, kind, said, transcript)
+    if source.kind == "assistant" and kind == "rule":  # the assistant sets no rules: it tells how
+        kind = "workflow" if len(steps) > 1 else "instruction"
     if applies.kind == "assistant":  # the assistant follows it *for* someone
         applies = source if source.kind != "assistant" else CURRENT_USER
     return MemoryContent(
@@ -184,15 +197,10 @@ def _memory_from(draft: ProcedureDraft, transcript: Transcript, index: int) -> M
 
 def _steps(raw: list[str], index: int) -> list[str]:
     steps: list[str] = []
-    for position, step in enumerate(raw):
+    for step in raw:
         text = one_line(step).rstrip(_END_PUNCTUATION)
         if not text:
             continue
-        if in_first_person(text):
-            raise InvalidExtraction(
-                f'"{_KEY}"[{index}].steps[{position}]: write the step as an instruction in the '
-                'imperative ("Answer in French"), without "I", "my" or "me"'
-            )
         if text not in steps:
             steps.append(text)
     if not steps:
@@ -210,6 +218,31 @@ def _kind(raw: str | None, steps: list[str], index: int) -> str:
             f'"{_KEY}"[{index}].kind: must be one of {", ".join(KINDS)}, got {raw!r}'
         )
     return kind
+
+
+_STANDING = re.compile(
+    r"^(always|never|from now on|in general|every answer|all answers|any answer)\b"
+    r"|^(以后|今后|从现在起|从现在开始|始终|总是|永远|每次回答|所有回答)",
+    re.IGNORECASE,
+)
+
+
+def _trigger(raw: str, steps: str, names: list[str]) -> str:
+    """When the procedure applies; "always" for a standing rule.
+
+    Small models often put the rule itself in the trigger ("always write in British English" →
+    "Write in British English"; "回答都用中文并且先给结论" → "先给结论"), which would
+    render as "When always write in British English: …". A trigger that opens like a standing
+    rule ("always", "never", "from now on", "以后" …) or holds at least half of the steps' own
+    terms restates the rule, and the procedure always applies.
+    """
+    trigger = raw.rstrip(_END_PUNCTUATION + ":" + _ZH_COLON)
+    if not trigger or _STANDING.match(trigger):
+        return "always"
+    share = support(steps, [trigger], names=names)
+    if share is not None and share >= OWN_SHARE:
+        return "always"
+    return trigger
 
 
 def _names(transcript: Transcript) -> list[str]:
@@ -240,13 +273,15 @@ steps a person really gave are mostly their own words."""
 def _source(given_by: Attribution, kind: str, steps: str, transcript: Transcript) -> Attribution:
     """Who gave the procedure, checked against the words of the steps (module docstring).
 
-    * A standing ``rule`` is always a person's: the assistant does not set rules for itself, it
-      acknowledges them. Credited to the assistant, it goes to the person whose own messages
-      support it best (the current user when the words cannot tell).
+    * A standing ``rule`` credited to the assistant is a person's: the assistant does not set
+      rules for itself, it acknowledges them. It goes to the person whose own messages support
+      it best (the current user when the words cannot tell).
     * A workflow or instruction credited to the assistant is a person's when at least
-      `OWN_SHARE` of it rests on that person's own messages (the assistant restated it);
-      credited to a person, it is the assistant's when less than `OWN_SHARE` rests on the
-      person's messages and more on the assistant's (the person only asked for it).
+      `OWN_SHARE` of it rests on that person's own messages (the assistant restated it).
+    * Anything credited to a person is the assistant's when less than `OWN_SHARE` rests on the
+      person's messages and more on the assistant's (the person only asked for it; small models
+      then often call the assistant's answer a "rule", which becomes a workflow or an
+      instruction).
     """
     names = _names(transcript)
     people = [CURRENT_USER] + [
@@ -260,8 +295,6 @@ def _source(given_by: Attribution, kind: str, steps: str, transcript: Transcript
         if kind == "rule":
             return best if best_share else CURRENT_USER
         return best if best_share is not None and best_share >= OWN_SHARE else ASSISTANT
-    if kind == "rule":
-        return given_by
     own = support(steps, transcript.said_by(given_by), names=names)
     assistant = support(steps, transcript.said_by(ASSISTANT), names=names)
     if own is not None and assistant is not None and own < OWN_SHARE and assistant > own:

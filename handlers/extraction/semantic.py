@@ -53,7 +53,8 @@ Rules:
 - Only lasting facts about the people that are worth remembering later: who they are, what they \
 do, like, own, plan or need.
 - Do not describe the conversation (who asked, greeted, thanked or answered what). No greetings, \
-no small talk, no questions, no guesses, no general knowledge from the assistant's answers.
+no small talk, no questions, no guesses, no general knowledge from the assistant's answers, no \
+passing moods or states of the moment (tired, hungry, busy today).
 - The assistant's replies are not facts: never write what the assistant said, noted, \
 understood, agreed, joked or wished, and never repeat the user's fact as something the \
 assistant noted. A fact about the user is about "the user".
@@ -141,7 +142,7 @@ class SemanticExtractor:
 
 
 def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> MemoryContent | None:
-    statement = one_line(draft.statement)
+    statement = _chinese_copy_in_third_person(one_line(draft.statement), draft.subject, transcript)
     if not statement or in_first_person(statement):
         return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
     if _narrates_the_conversation(statement):
@@ -165,6 +166,35 @@ def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> Memory
     )
 
 
+_COPIED_I = re.compile(r"我(?!们)")
+
+
+def _chinese_copy_in_third_person(statement: str, subject: str, transcript: Transcript) -> str:
+    """A Chinese message copied as a fact ("我吃纯素。"), rewritten about its speaker ("用户吃纯
+    素。") when it is plainly theirs: it opens with 我, the LLM gave it a person as subject, and
+    at least half of it rests on that person's own messages. Chinese has no verb agreement, so
+    replacing 我 is safe; an English "I am" is not rewritten (and is dropped). Anything else in
+    the first person is left for the first-person filter to drop.
+    """
+    if not statement.startswith("我") or statement.startswith("我们"):
+        return statement
+    try:
+        person = canonical_subject(
+            subject, user_name=transcript.user_name, speaker_names=transcript.speaker_names
+        )
+    except ValueError:
+        return statement
+    if person.kind == "assistant" or (
+        person.kind == "third_party" and person.subject not in transcript.speaker_names
+    ):
+        return statement
+    names = [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
+    share = support(statement, transcript.said_by(person), names=names)
+    if share is None or share < 0.5:
+        return statement
+    return _COPIED_I.sub("用户" if person.kind == "current_user" else person.subject, statement)
+
+
 def _attribution(subject: str, statement: str, transcript: Transcript, index: int) -> Attribution:
     """Whose fact this is: the participant the statement opens with wins over the LLM's field."""
     user_name, speakers = transcript.user_name, transcript.speaker_names
@@ -179,8 +209,9 @@ _NARRATION = re.compile(
     r"^(the user|user|the assistant|assistant)\s+(is\s+|was\s+)?"
     r"(asks?|asked|asking|greets?|greeted|greeting|says?|said|saying|thanks?|thanked|thanking|"
     r"answers?|answered|answering|repl(y|ies|ied)|replying|respond(s|ed)?|responding|"
-    r"wants to know|wanted to know|provides tips|understands)\b"
-    r"|^(用户|助手)(询问|问了|问|打招呼|感谢|回答)",
+    r"wants to know|wanted to know|provides tips|understands|"
+    r"(learn(s|ed|t)?|found out|finds out|was told|got told) (how|that|about|what|why)\b)\b"
+    r"|^(用户|助手)(询问|问了|问|打招呼|感谢|回答|了解到|学会了怎么|得知)",
     re.IGNORECASE,
 )
 
@@ -231,6 +262,18 @@ _PROVIDING = re.compile(
 "The assistant's suggested itinerary …", "助手推荐了…". Anything else the assistant "did" in a
 conversation (noted, said, agreed, understood, joked, wished …) describes a reply, not a memory."""
 
+_GENERIC_ANSWER = re.compile(
+    r"^(the\s+)?(ai\s+)?assistant\s+(has\s+|had\s+|also\s+)?(provid|gave|give|shar)\w*\s+"
+    r"(the user\s+(with\s+)?)?(some\s+|general\s+|more\s+|useful\s+|helpful\s+)*"
+    r"(information|info|details|an? explanation|explanations|an? overview|an? answer|answers|"
+    r"facts|data|insights?)\b"
+    r"|^(ai\s*)?助手(提供|给出|介绍|解释)了?(一些|相关)?(信息|资料|解释|说明|答案|介绍)",
+    re.IGNORECASE,
+)
+"""An answer to a general question ("The assistant provided information about the weather in
+Reykjavik …"): general knowledge, which the prompt already excludes, not something provided for
+the user to come back to."""
+
 _PROVIDING_TERMS = frozenset(
     evidence_terms(
         "recommended suggested proposed provided gave created wrote drafted prepared planned "
@@ -258,7 +301,8 @@ def assistant_provided(statement: str, transcript: Transcript) -> bool:
     user is vegan."). An `agent` memory is kept only when all three hold, in this order:
 
     1. it opens with a providing verb (`_PROVIDING`): recommended, suggested, planned, listed …;
-       never noted, said, agreed, understood, which describe a reply;
+       never noted, said, agreed, understood, which describe a reply; nor "provided
+       information / an explanation" (`_GENERIC_ANSWER`), an answer to a general question;
     2. someone in the conversation asked for something (`_REQUEST`: a question mark or a
        request word), so the assistant answered a need instead of making small talk;
     3. it carries content the assistant said and the people did not (a term of the assistant's
@@ -267,7 +311,7 @@ def assistant_provided(statement: str, transcript: Transcript) -> bool:
        A statement in another script than the conversation cannot be compared word by word
        and passes this step.
     """
-    if _PROVIDING.match(statement) is None:
+    if _PROVIDING.match(statement) is None or _GENERIC_ANSWER.match(statement):
         return False
     if not any(_REQUEST.search(text) for text in transcript.humans_said):
         return False

@@ -19,7 +19,9 @@ Only a person's vocabulary is kept: what the user or another named human defines
 sorts into a category ("a P0 is an outage that hits every customer"). General knowledge the
 assistant explains when asked ("What is a Roth IRA?") is not a memory, as in semantic
 extraction: a definition must rest on what the people said, and the term must appear in the
-conversation. A participant ("the user", "assistant", a speaker's name) is never a term.
+conversation. A participant ("the user", "assistant", a speaker's name) is never a term. A
+definition in the first person ("our definition of done: …") is kept as written: it describes
+the term, not a person, and refusing it made the 1.5B model fail whole snapshots.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
 from handlers.attribution import ASSISTANT_ALIASES, USER_ALIASES, rests_on
 from handlers.extraction.base import InvalidExtraction
-from handlers.extraction.drafts import in_first_person, one_line, validated
+from handlers.extraction.drafts import one_line, validated
 from handlers.extraction.json_answer import items_under
 from handlers.extraction.transcript import Transcript, transcript_of
 from handlers.rendering import Language
@@ -151,10 +153,6 @@ def _memory_from(draft: TermDraft, transcript: Transcript, index: int) -> Memory
     if not definition and parent is None:
         raise InvalidExtraction(
             f'"{_KEY}"[{index}].definition: give a definition or a parent category for {term!r}'
-        )
-    if in_first_person(definition):
-        raise InvalidExtraction(
-            f'"{_KEY}"[{index}].definition: write it in your own words, without "I", "my" or "me"'
         )
     if _is_participant(term, transcript):
         return None  # a person, not a term

@@ -138,6 +138,8 @@ def test_subject_in_statement(statement: str, expected: str | None) -> None:
         ("Tim works at Stripe.", "The user works at Stripe."),
         ("Tim's dog is called Rex.", "The user's dog is called Rex."),
         ("Tim在 Stripe 工作。", "用户在 Stripe 工作。"),
+        ("Tim, John's friend, moved to Porto.", "The user, John's friend, moved to Porto."),
+        ("Tim\uff0c李雷的朋友，搬到了杭州。", "用户\uff0c李雷的朋友，搬到了杭州。"),
         ("The user works at Stripe.", "The user works at Stripe."),
         ("Timothy works at Stripe.", "Timothy works at Stripe."),
     ],

@@ -181,20 +181,49 @@ def test_unusable_answers_raise_invalid_extraction(text: str, expected: str) -> 
 @pytest.mark.parametrize(
     "step", ["I will keep my answers short", "Keep my answers short", "我会简短回答"]
 )
-def test_a_step_in_the_first_person_is_refused_with_the_reason(step: str) -> None:
-    with pytest.raises(InvalidExtraction) as info:
-        parse(answer(procedure("Reply in English", step)))
-    assert '"procedures"[0].steps[1]: write the step as an instruction' in str(info.value)
+def test_a_procedure_copying_a_message_is_dropped(step: str) -> None:
+    """Whose "me" it is cannot be known; the rest of the answer is kept."""
+    memories = parse(answer(procedure("Reply in English", step), procedure("Keep answers short")))
+    assert [m.text for m in memories] == ["Always: Keep answers short."]
 
 
-async def test_the_retry_is_told_to_write_imperative_steps() -> None:
-    llm = FakeChatModel(
-        answer(procedure("I will keep answers short")), answer(procedure("Keep answers short"))
-    )
-    outcome = await extract(EXTRACTOR, office(), llm)
-    assert outcome.attempts == 2
-    assert [m.text for m in outcome.memories] == ["Always: Keep answers short."]
-    assert "imperative" in llm.calls[1][-1]["content"]
+async def test_a_copied_message_costs_no_retry() -> None:
+    """A retry asking for imperative steps did not make the 1.5B model rewrite them."""
+    copied = procedure("When you book my flights, always pick an aisle seat", given_by="John")
+    outcome = await extract(EXTRACTOR, office(), FakeChatModel(answer(copied)))
+    assert (outcome.attempts, outcome.memories, outcome.failure) == (1, (), None)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"trigger": "what is the weather tomorrow?", "steps": ["Check the forecast"]},
+        {"trigger": "always", "steps": ["Which day should we fly?"]},
+        {"trigger": "明天天气怎么样？", "steps": ["问天气"]},
+    ],
+)
+def test_a_question_is_not_a_procedure(fields: dict[str, Any]) -> None:
+    assert parse(answer(fields)) == []
+
+
+@pytest.mark.parametrize(
+    ("trigger", "steps", "expected"),
+    [
+        ("always write in English", ["Reply in English"], "always"),
+        ("never answer at length", ["Keep answers short"], "always"),
+        ("from now on", ["Keep answers short"], "always"),
+        ("keep answers short", ["Keep your answers short"], "always"),  # restates the step
+        ("以后回答都用中文", ["用中文回答"], "always"),
+        ("booking John's flights", ["Pick an aisle seat"], "booking John's flights"),
+        ("exporting the monthly sales report", EXPORT, "exporting the monthly sales report"),
+        ("  ", ["Keep answers short"], "always"),
+    ],
+)
+def test_a_trigger_restating_the_rule_means_always(
+    trigger: str, steps: list[str], expected: str
+) -> None:
+    (memory,) = parse(answer({"trigger": trigger, "steps": steps, "given_by": "the user"}))
+    assert memory.attributes["trigger"] == expected
 
 
 @pytest.mark.parametrize(
@@ -312,6 +341,29 @@ def test_same_steps_for_two_people_stay_two_memories() -> None:
 )
 def test_render(trigger: str, language: Any, expected: str) -> None:
     assert render(trigger, ["A", "B"], language) == expected
+
+
+def test_an_assistants_answer_called_a_rule_is_its_workflow() -> None:
+    """The 1.5B model's answer: the assistant's instructions as the user's "rule"."""
+    (memory,) = parse(
+        answer(
+            {
+                "kind": "rule",
+                "trigger": "exporting the monthly sales report every month",
+                "steps": [
+                    "Open the dashboard, choose Reports, select Monthly Sales, click Export CSV"
+                ],
+                "applies_to": "the user",
+                "given_by": "user",
+            }
+        )
+    )
+    assert (memory.subject, memory.owner, memory.attributes["given_by"]) == (
+        "the user",
+        "agent",
+        "assistant",
+    )
+    assert memory.category == memory.attributes["kind"] == "instruction"
 
 
 def test_a_chinese_rule() -> None:

@@ -544,3 +544,90 @@ def test_prompt_says_the_assistants_replies_are_not_facts() -> None:
     assert "The assistant's replies are not facts" in SYSTEM_PROMPT
     assert "never repeat the user's fact as something the assistant noted" in SYSTEM_PROMPT
     assert '"statement": "The user is vegan."' in SYSTEM_PROMPT  # only the user's fact
+
+
+WEATHER = chat(
+    ("user", "What's the weather usually like in Reykjavik in March?"),
+    ("assistant", "Cold and windy: highs around 3°C, frequent rain or snow showers."),
+)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "The assistant provided information about the weather in Reykjavik in March.",
+        "The assistant gave the user some details about Reykjavik in March.",
+        "The assistant provided an explanation of the weather in Reykjavik.",
+    ],
+)
+def test_an_answer_to_a_general_question_is_not_an_agent_memory(statement: str) -> None:
+    assert parse(assistant_fact(statement), WEATHER) == []
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "The user learned how to reverse a list in Python using slicing.",
+        "The user found out that Reykjavik is cold in March.",
+        "用户了解到雷克雅未克三月很冷。",
+    ],
+)
+def test_what_the_user_learned_in_the_conversation_is_narration(statement: str) -> None:
+    assert parse(answer(fact(statement)), WEATHER) == []
+
+
+def test_what_the_user_learned_elsewhere_is_a_fact() -> None:
+    snap = chat(("user", "I learned Spanish in Madrid."), ("assistant", "¡Muy bien!"))
+    assert [m.text for m in parse(answer(fact("The user learned Spanish in Madrid.")), snap)] == [
+        "The user learned Spanish in Madrid."
+    ]
+
+
+# --- a Chinese message copied as a fact -----------------------------------------------------------
+
+BANKERS = snapshot(
+    turns=[
+        {"name": "王芳", "content": "我吃纯素，我在北京的一家银行工作。"},
+        {"role": "assistant", "name": "李雷", "content": "我是医生，在上海工作。"},
+        {"role": "assistant", "content": "好的，记下了。"},
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("subject", "statement", "expected"),
+    [
+        ("the user", "我吃纯素。", ("the user", "用户吃纯素。")),
+        ("王芳", "我在北京的一家银行工作。", ("the user", "用户在北京的一家银行工作。")),
+        ("李雷", "我是医生，在上海工作。", ("李雷", "李雷是医生，在上海工作。")),
+    ],
+)
+def test_a_copied_chinese_message_is_rewritten_about_its_speaker(
+    subject: str, statement: str, expected: tuple[str, str]
+) -> None:
+    (memory,) = parse(answer(fact(statement, subject=subject)), BANKERS)
+    assert (memory.subject, memory.text) == expected
+
+
+@pytest.mark.parametrize(
+    ("subject", "statement"),
+    [
+        ("the user", "我是医生，在上海工作。"),  # 李雷's message given to the user
+        ("李雷", "我吃纯素。"),  # the user's message given to 李雷
+        ("assistant", "我记下了。"),
+        ("the user", "我们都在工作。"),  # "we"
+        ("Olga", "我吃纯素。"),  # nobody in the conversation
+    ],
+)
+def test_a_copied_chinese_message_that_is_not_plainly_its_speakers_is_dropped(
+    subject: str, statement: str
+) -> None:
+    assert parse(answer(fact(statement, subject=subject)), BANKERS) == []
+
+
+def test_an_english_copy_is_not_rewritten() -> None:
+    assert parse(answer(fact("I work at Stripe."))) == []
+
+
+def test_prompt_excludes_passing_moods() -> None:
+    assert "no passing moods or states of the moment" in " ".join(SYSTEM_PROMPT.split())
