@@ -11,8 +11,8 @@ memory's text, and optional `attributes`: keyword groups per attribute (e.g. an 
 `participants` must name John), matched against the attribute's value (a list's items joined).
 Definitions of the scores (see `summarize`):
 
-* fact recall — expected facts matched by an extracted memory with the right subject, keywords
-  and attributes, over all expected facts;
+* fact recall — expected facts matched by an extracted memory with the right subject (and
+  owner, when labelled), keywords and attributes, over all expected facts;
 * attribution accuracy (multi-speaker cases only) — of the memories whose text matches an expected
   fact's keywords, the fraction with that fact's subject and owner;
 * forbidden violations — forbidden facts (e.g. another person's job given to "the user") matched
@@ -308,10 +308,12 @@ def attribute_text(value: object) -> str:
 
 
 def fact_matches(fact: LabelledFact, memory: ExtractedMemory) -> bool:
-    """The memory states this fact: right subject, every keyword group hit in its text and
-    every labelled attribute's groups hit in that attribute."""
+    """The memory states this fact: right subject (and the labelled owner, when the label
+    names one), every keyword group hit in its text and every labelled attribute's groups hit
+    in that attribute."""
     return (
         any(same_subject(subject, memory.subject) for subject in fact.subjects)
+        and (fact.owner_label is None or memory.owner == fact.owner_label)
         and keywords_match(fact.keywords, memory.text)
         and all(
             keywords_match(groups, attribute_text(memory.attributes.get(name)))

@@ -436,7 +436,9 @@ def test_a_labelled_owner_overrides_the_default() -> None:
     right = memory("the user", "When renewing: run certbot.", owner="agent")
     wrong = memory("the user", "When renewing: run certbot.", owner="user")
     assert score_case(case, run("w", right)).attributed == 1
+    assert score_case(case, run("w", right)).recalled == 1
     assert score_case(case, run("w", wrong)).misattributed == (wrong,)
+    assert score_case(case, run("w", wrong)).recalled == 0  # a labelled owner is required
 
 
 def test_alternative_subjects_match() -> None:
