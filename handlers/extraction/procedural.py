@@ -14,13 +14,20 @@ One memory per procedure:
 * ``owner`` — ``user`` when a person asked for it or stated it (the current user or another
   named human: never ``agent``), ``agent`` when it is a workflow the AI assistant provided. So
   an assistant-provided workflow for the user has subject "the user" and owner ``agent``;
-* dropped: a procedure whose steps are in the first person (a copied message: whose "me"?),
-  a question ("When what is the weather?"), steps resting on nothing said in the conversation,
-  and one for a person absent from it (the prompt example's placeholder);
 * ``text`` — a readable one-line rendering: "When <trigger>: <step 1>; <step 2>." ("Always: …"
   for rules that always hold; the same with full-width punctuation, "当<trigger>时" and "始终"
   for Chinese conversations);
 * ``category`` — the kind.
+
+A conversation in which no person gives or asks for a way of doing things has no procedure
+(`asks_for_a_procedure`). A step copied from a person's message is attributed to that person
+by its words and rewritten about them ("for me" → "for John"; `_copied_messages`): small
+models copy messages, often two people's rules in one procedure, which then become one
+procedure each. Dropped after parsing: a rule in the assistant's own words, a first-person
+step that rests on no single person's message or cannot be rewritten safely, a question
+("When what is the weather?"), steps resting on nothing said in the conversation, and a
+procedure for a person absent from it (the prompt example's placeholder). A trigger that
+restates the rule becomes "always" (`_trigger`).
 
 Who gave a procedure is not taken from the LLM alone. Small models credit the assistant with a
 rule it merely acknowledged ("Got it: short answers from now on"), and credit the user with
@@ -148,34 +155,88 @@ class ProceduralExtractor:
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)
+        drafts = [
+            validated(ProcedureDraft, item, _KEY, index)
+            for index, item in enumerate(items_under(answer, _KEY))
+        ]
+        if not asks_for_a_procedure(transcript):
+            return []
         memories: dict[tuple[str, str], MemoryContent] = {}
-        for index, item in enumerate(items_under(answer, _KEY)):
-            draft = validated(ProcedureDraft, item, _KEY, index)
-            memory = _memory_from(draft, transcript, index)
-            if memory is not None:
+        for index, draft in enumerate(drafts):
+            for memory in _memories_from(draft, transcript, index):
                 memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
         return list(memories.values())
 
 
-def _memory_from(draft: ProcedureDraft, transcript: Transcript, index: int) -> MemoryContent | None:
+_DIRECTIVE = re.compile(
+    r"\b(always|never|from now on|every|each time|whenever|routine|remember|make sure|"
+    r"don't|do not|please|when you|if you|how do i|how do we|how to|how can i|how should i|"
+    r"steps?|procedure|process|workflow)\b"
+    r"|以后|今后|总是|始终|每次|每当|记得|记住|不要|别再|一定要|务必|请|怎么做|怎么办|如何|步骤|流程",
+    re.IGNORECASE,
+)
+
+
+def asks_for_a_procedure(transcript: Transcript) -> bool:
+    """Whether a person in the conversation gives or asks for a way of doing things: a
+    directive or how-to word in one of their messages ("from now on", "always", "never",
+    "every", "how do I", "以后", "每次", "怎么做" …).
+
+    Without one, small models still turn small talk into rules ("Always: Say hello to the
+    user.") and facts into procedures ("When nursing in Leeds: Home-grown tomatoes are the
+    best."); a question mark alone is no such word ("How's it going?", "明天天气怎么样").
+    """
+    return any(_DIRECTIVE.search(text) for text in transcript.humans_said)
+
+
+def _memories_from(
+    draft: ProcedureDraft, transcript: Transcript, index: int
+) -> list[MemoryContent]:
     steps = _steps(draft.steps, index)
     kind = _kind(draft.kind, steps, index)
     raw_trigger = one_line(draft.trigger or "")
     if any(text.endswith(("?", "\uff1f")) for text in (raw_trigger, *steps)):
-        return None  # a question is not a procedure ("When what is the weather?: ask …")
-    if any(in_first_person(step) for step in steps):
-        return None  # a copied message ("When you book for me …"): whose "me" is unknown
+        return []  # a question is not a procedure ("When what is the weather?: ask …")
+    own, copied = _copied_messages(steps, transcript)
+    found = []
+    if own:
+        found.append(_procedure(draft, own, kind, raw_trigger, transcript, index, speaker=None))
+    for speaker, their_steps in copied:
+        found.append(
+            _procedure(draft, their_steps, kind, raw_trigger, transcript, index, speaker=speaker)
+        )
+    return [memory for memory in found if memory is not None]
+
+
+def _procedure(
+    draft: ProcedureDraft,
+    steps: list[str],
+    kind: str,
+    raw_trigger: str,
+    transcript: Transcript,
+    index: int,
+    *,
+    speaker: Attribution | None,
+) -> MemoryContent | None:
+    """One procedure of `steps`: whom it is for and who gave it from the LLM's fields checked
+    against the words (`_source`), or, for messages copied from a `speaker`, that speaker."""
     names = _names(transcript)
     said = " ".join(steps)
-    trigger = _trigger(raw_trigger, said, names)
     if not rests_on(said, [m.content for m in transcript.messages], names=names):
         return None  # not from this conversation: an invented or copied example
-    applies = _who(draft.applies_to or USER_SUBJECT, transcript, index, "applies_to")
-    giver = draft.given_by or draft.applies_to or USER_SUBJECT
-    given_by = _who(giver, transcript, index, "given_by")
-    if given_by is None or applies is None:
-        return None  # a person who is not in the conversation (an example's placeholder)
-    source = _source(given_by, kind, said, transcript)
+    if speaker is not None:
+        applies: Attribution | None = speaker
+        source: Attribution | None = speaker
+    else:
+        applies = _who(draft.applies_to or USER_SUBJECT, transcript, index, "applies_to")
+        giver = draft.given_by or draft.applies_to or USER_SUBJECT
+        given_by = _who(giver, transcript, index, "given_by")
+        if given_by is None or applies is None:
+            return None  # a person who is not in the conversation (an example's placeholder)
+        source = _source(given_by, kind, said, transcript)
+    if source is None or applies is None:
+        return None  # a "rule" in the assistant's own words: an acknowledgement, not a rule
+    trigger = _trigger(_trigger_of(raw_trigger, source, transcript), said, names)
     if source.kind == "assistant" and kind == "rule":  # the assistant sets no rules: it tells how
         kind = "workflow" if len(steps) > 1 else "instruction"
     if applies.kind == "assistant":  # the assistant follows it *for* someone
@@ -193,6 +254,71 @@ def _memory_from(draft: ProcedureDraft, transcript: Transcript, index: int) -> M
             "given_by": source.subject,
         },
     )
+
+
+def _copied_messages(
+    steps: list[str], transcript: Transcript
+) -> tuple[list[str], list[tuple[Attribution, list[str]]]]:
+    """The steps in the LLM's own words, and the steps copied from a person's message, grouped
+    by that person and rewritten in the third person.
+
+    Small models copy people's messages as steps ("When you schedule meetings for me, never
+    book anything before 10am."), often two people's rules in one procedure. A copy is
+    attributed by its words, not by the LLM: to the person whose own messages hold at least
+    `OWN_SHARE` of it (best first), and rewritten about them (`_about`): "for me" → "for
+    John", "我的话" → "用户的话". A first-person step that rests on no single person's
+    messages, or that cannot be rewritten safely ("I", "we", "我们" left), is dropped.
+    """
+    names = _names(transcript)
+    people = _people(transcript)
+    own: list[str] = []
+    copied: dict[str, tuple[Attribution, list[str]]] = {}
+    for step in steps:
+        if not in_first_person(step):
+            own.append(step)
+            continue
+        shares = [(support(step, transcript.said_by(p), names=names) or 0.0, p) for p in people]
+        share, person = max(shares, key=lambda pair: pair[0])
+        rewritten = _about(step, person) if share >= OWN_SHARE else None
+        if rewritten is not None:
+            copied.setdefault(person.subject, (person, []))[1].append(rewritten)
+    return own, list(copied.values())
+
+
+_OBJECT_PRONOUNS = re.compile(r"\b(me|my|mine|myself)\b", re.IGNORECASE)
+
+
+def _about(text: str, person: Attribution) -> str | None:
+    """A copied message rewritten about its speaker, or None when that cannot be done safely.
+
+    Only forms without verb agreement are replaced: "me", "my", "mine", "myself" (English) and
+    我 (Chinese, not 我们); a text still in the first person afterwards ("I", "we") is None.
+    """
+    english = "the user" if person.kind == "current_user" else person.subject
+    chinese = "用户" if person.kind == "current_user" else person.subject
+
+    def replace(match: re.Match[str]) -> str:
+        word = match.group(1).casefold()
+        name = f"{english}'s" if word in ("my", "mine") else english
+        return name[0].upper() + name[1:] if match.start() == 0 else name
+
+    rewritten = _CHINESE_I.sub(chinese, _OBJECT_PRONOUNS.sub(replace, text))
+    return None if in_first_person(rewritten) else rewritten
+
+
+_CHINESE_I = re.compile(r"我(?!们)")
+
+
+def _trigger_of(raw: str, source: Attribution, transcript: Transcript) -> str:
+    """The trigger; one copied in the first person from the message of the person who gave the
+    procedure is rewritten about them, any other first-person trigger means "always"."""
+    if not in_first_person(raw):
+        return raw
+    if source.kind != "assistant":
+        share = support(raw, transcript.said_by(source), names=_names(transcript))
+        if share is not None and share >= OWN_SHARE:
+            return _about(raw, source) or "always"
+    return "always"
 
 
 def _steps(raw: list[str], index: int) -> list[str]:
@@ -270,36 +396,45 @@ export the monthly sales report?" holds 4 of the 10 terms of the assistant's fou
 steps a person really gave are mostly their own words."""
 
 
-def _source(given_by: Attribution, kind: str, steps: str, transcript: Transcript) -> Attribution:
+def _source(
+    given_by: Attribution, kind: str, steps: str, transcript: Transcript
+) -> Attribution | None:
     """Who gave the procedure, checked against the words of the steps (module docstring).
 
-    * A standing ``rule`` credited to the assistant is a person's: the assistant does not set
-      rules for itself, it acknowledges them. It goes to the person whose own messages support
-      it best (the current user when the words cannot tell).
-    * A workflow or instruction credited to the assistant is a person's when at least
-      `OWN_SHARE` of it rests on that person's own messages (the assistant restated it).
-    * Anything credited to a person is the assistant's when less than `OWN_SHARE` rests on the
-      person's messages and more on the assistant's (the person only asked for it; small models
-      then often call the assistant's answer a "rule", which becomes a workflow or an
-      instruction).
+    * Steps of which at least `OWN_SHARE` rests on one person's own messages are that
+      person's (the best supported), whoever the LLM credited: the assistant only restated
+      them, or the LLM credited the wrong person.
+    * Otherwise, a standing ``rule`` credited to the assistant is no procedure at all (None):
+      the assistant does not set rules for itself, and these are its own replies
+      ("Understood!", "Home-grown tomatoes are the best"); when the words cannot tell (another
+      script), it is the current user's. A workflow or instruction credited to the assistant
+      is the assistant's.
+    * Steps credited to a person that rest more on the assistant's messages than on that
+      person's are the assistant's (the person only asked; small models then often call the
+      assistant's answer a "rule", which becomes a workflow or an instruction).
     """
     names = _names(transcript)
-    people = [CURRENT_USER] + [
+    shares = [(support(steps, transcript.said_by(p), names=names), p) for p in _people(transcript)]
+    best_share, best = max(shares, key=lambda pair: pair[0] or 0.0)
+    if best_share is not None and best_share >= OWN_SHARE:
+        return best
+    if given_by.kind == "assistant":
+        if kind == "rule":
+            return CURRENT_USER if best_share is None else None
+        return ASSISTANT
+    own = support(steps, transcript.said_by(given_by), names=names)
+    assistant = support(steps, transcript.said_by(ASSISTANT), names=names)
+    if own is not None and assistant is not None and assistant > own:
+        return ASSISTANT
+    return given_by
+
+
+def _people(transcript: Transcript) -> list[Attribution]:
+    """The people who spoke: the current user first, then the named speakers."""
+    return [CURRENT_USER] + [
         Attribution(subject=name, owner="user", kind="third_party")
         for name in sorted(transcript.speaker_names)
     ]
-    shares = {p.subject: support(steps, transcript.said_by(p), names=names) for p in people}
-    if given_by.kind == "assistant":
-        best = max(people, key=lambda p: shares[p.subject] or 0.0)
-        best_share = shares[best.subject]
-        if kind == "rule":
-            return best if best_share else CURRENT_USER
-        return best if best_share is not None and best_share >= OWN_SHARE else ASSISTANT
-    own = support(steps, transcript.said_by(given_by), names=names)
-    assistant = support(steps, transcript.said_by(ASSISTANT), names=names)
-    if own is not None and assistant is not None and own < OWN_SHARE and assistant > own:
-        return ASSISTANT
-    return given_by
 
 
 _ALWAYS = frozenset(

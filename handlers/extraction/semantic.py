@@ -216,9 +216,27 @@ _NARRATION = re.compile(
 )
 
 
+_NOT_A_LASTING_FACT = re.compile(
+    r"^(the user|user)\s+(should|ought to|might want to|could try|is advised to)\b"
+    r"|^(the user|user)\s+(is|feels|felt|was|seems)\s+(so\s+|very\s+|really\s+|a bit\s+)?"
+    r"(tired|exhausted|sleepy|hungry|bored|sad|happy|excited|stressed)\b(?!.*\b(often|always|usually))"
+    r"|^用户(应该|最好|可以考虑)"
+    r"|^用户(今天|现在|此刻)?.{0,6}(好累|很累|累了|好困|很困|好饿|很饿|无聊|开心|难过)",
+    re.IGNORECASE,
+)
+"""Advice the assistant gave, restated as the user's ("The user should pack light layers."),
+and a passing mood or state ("The user is tired.", "用户今天上班好累啊。"): neither is a lasting
+fact about the user. A habit ("The user is often tired in the mornings") is one."""
+
+
 def _narrates_the_conversation(statement: str) -> bool:
-    """A question, or a sentence about the conversation itself rather than about a person."""
-    return statement.endswith(("?", "\uff1f")) or _NARRATION.match(statement) is not None
+    """A question, or a sentence about the conversation itself rather than about a person:
+    what was said, advice given in it, or a passing mood."""
+    return (
+        statement.endswith(("?", "\uff1f"))
+        or _NARRATION.match(statement) is not None
+        or _NOT_A_LASTING_FACT.match(statement) is not None
+    )
 
 
 def _grounded(attribution: Attribution, statement: str, transcript: Transcript) -> bool:

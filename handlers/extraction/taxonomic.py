@@ -148,8 +148,11 @@ def _memory_from(draft: TermDraft, transcript: Transcript, index: int) -> Memory
         raise InvalidExtraction(f'"{_KEY}"[{index}].term: must not be blank')
     definition = one_line(draft.definition or "").rstrip(".\u3002")
     parent = canonical_term(draft.parent or "") or None
-    if parent is not None and parent.casefold() in {"null", "none", "无"}:
-        parent = None
+    if parent is not None and (
+        parent.casefold() in {"null", "none", "无"}
+        or definition.casefold().startswith(parent.casefold())
+    ):
+        parent = None  # no parent, or the definition copied into it ("检查清单是一种检查清单")
     if not definition and parent is None:
         raise InvalidExtraction(
             f'"{_KEY}"[{index}].definition: give a definition or a parent category for {term!r}'
@@ -165,7 +168,9 @@ def _memory_from(draft: TermDraft, transcript: Transcript, index: int) -> Memory
         names=_names(transcript),
     ):
         return None  # general knowledge from the assistant, not the people's own vocabulary
-    examples = _examples(draft.examples, transcript)
+    examples = [
+        e for e in _examples(draft.examples, transcript) if not _is_participant(e, transcript)
+    ]
     return MemoryContent(
         subject=term,
         owner="user",

@@ -9,7 +9,13 @@ import pytest
 
 from events import MemoryContent, SnapshotPromoted
 from handlers.extraction.base import InvalidExtraction, extract
-from handlers.extraction.procedural import SYSTEM_PROMPT, ProceduralExtractor, render
+from handlers.extraction.procedural import (
+    SYSTEM_PROMPT,
+    ProceduralExtractor,
+    asks_for_a_procedure,
+    render,
+)
+from handlers.extraction.transcript import transcript_of
 from tests.factories import snapshot
 from tests.handlers.extraction.test_extract import FakeChatModel
 
@@ -178,20 +184,59 @@ def test_unusable_answers_raise_invalid_extraction(text: str, expected: str) -> 
     assert expected in str(info.value)
 
 
-@pytest.mark.parametrize(
-    "step", ["I will keep my answers short", "Keep my answers short", "我会简短回答"]
-)
-def test_a_procedure_copying_a_message_is_dropped(step: str) -> None:
-    """Whose "me" it is cannot be known; the rest of the answer is kept."""
-    memories = parse(answer(procedure("Reply in English", step), procedure("Keep answers short")))
-    assert [m.text for m in memories] == ["Always: Keep answers short."]
+@pytest.mark.parametrize("step", ["I will keep answers short", "我会简短回答"])
+def test_a_copied_step_that_cannot_be_rewritten_is_dropped(step: str) -> None:
+    """ "I" needs verb agreement; the Chinese copy rests on nobody's (English) messages."""
+    memories = parse(answer(procedure("Reply in English", step)))
+    assert [m.text for m in memories] == ["Always: Reply in English."]
 
 
-async def test_a_copied_message_costs_no_retry() -> None:
-    """A retry asking for imperative steps did not make the 1.5B model rewrite them."""
-    copied = procedure("When you book my flights, always pick an aisle seat", given_by="John")
+def test_copied_messages_become_each_speakers_procedure() -> None:
+    """The 1.5B model's answer: two people's messages copied into one "rule" of the user's."""
+    memories = parse(
+        answer(
+            procedure(
+                "And when you book my flights, always pick an aisle seat.",
+                "From now on, keep your answers short and always reply in English.",
+                "Keep my answers short",
+                trigger="John and I share you now",
+                applies_to="the user",
+                given_by="John",
+            )
+        )
+    )
+    assert [(m.subject, m.owner, m.attributes["given_by"], m.text) for m in memories] == [
+        (
+            "the user",
+            "user",
+            "the user",
+            "Always: From now on, keep your answers short and always reply in English.",
+        ),
+        (
+            "John",
+            "user",
+            "John",
+            "Always: And when you book John's flights, always pick an aisle seat.",
+        ),
+        ("the user", "user", "the user", "Always: Keep the user's answers short."),
+    ]
+
+
+def test_a_copied_trigger_is_rewritten_about_its_speaker() -> None:
+    (memory,) = parse(
+        answer(procedure("Pick an aisle seat", trigger="when you book my flights", given_by="John"))
+    )
+    assert memory.attributes["trigger"] == "when you book John's flights"
+    assert memory.text == "When you book John's flights: Pick an aisle seat."
+
+
+async def test_a_copied_message_is_rewritten_without_a_retry() -> None:
+    copied = procedure("When you book my flights, always pick an aisle seat", given_by="Tim")
     outcome = await extract(EXTRACTOR, office(), FakeChatModel(answer(copied)))
-    assert (outcome.attempts, outcome.memories, outcome.failure) == (1, (), None)
+    assert outcome.attempts == 1
+    assert [(m.subject, m.text) for m in outcome.memories] == [
+        ("John", "Always: When you book John's flights, always pick an aisle seat.")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -388,3 +433,44 @@ def test_a_chinese_rule() -> None:
     assert (memory.subject, memory.owner) == ("the user", "user")  # 王芳 is the user
     assert memory.attributes["given_by"] == "the user"  # the assistant only acknowledged it
     assert memory.text == "当写周报时\uff1a先列出本周完成的事\uff1b再写下周计划。"
+
+
+# --- no procedure without someone giving or asking for one ----------------------------------
+
+
+def chat(*turns: tuple[str, str]) -> SnapshotPromoted:
+    return snapshot(turns=[{"role": role, "content": content} for role, content in turns])
+
+
+@pytest.mark.parametrize(
+    ("turns", "asks"),
+    [
+        ([("user", "hey there! how's it going?"), ("assistant", "Great, thanks!")], False),
+        ([("user", "I'm a nurse in Leeds and I love gardening."), ("assistant", "Lovely!")], False),
+        ([("user", "明天北京天气怎么样？"), ("assistant", "多云。")], False),
+        ([("user", "From now on, answer briefly."), ("assistant", "Sure.")], True),
+        ([("user", "How do I renew the certificate?"), ("assistant", "Run certbot.")], True),
+        ([("user", "My Monday routine: bills, then meals."), ("assistant", "Got it.")], True),
+        ([("user", "以后都用中文回答。"), ("assistant", "好的。")], True),
+        ([("user", "发布前的检查怎么做？"), ("assistant", "先跑测试。")], True),
+    ],
+)
+def test_a_procedure_needs_someone_giving_or_asking_for_one(
+    turns: list[tuple[str, str]], asks: bool
+) -> None:
+    assert asks_for_a_procedure(transcript_of(chat(*turns))) is asks
+
+
+def test_small_talk_has_no_procedure_whatever_the_llm_says() -> None:
+    snap = chat(
+        ("user", "hey there! how's it going?"),
+        ("assistant", "Hi! I'm doing well. What can I do for you today?"),
+        ("user", "nothing much, just saying hello :)"),
+    )
+    assert parse(answer(procedure("Say hello to the user", given_by="the user")), snap) == []
+
+
+@pytest.mark.parametrize("step", ["Understood", "Noted, will do"])
+def test_a_rule_in_the_assistants_own_words_is_no_rule(step: str) -> None:
+    """Credited to the assistant and resting on no person's words: an acknowledgement."""
+    assert parse(answer(procedure(step, given_by="assistant"))) == []

@@ -631,3 +631,30 @@ def test_an_english_copy_is_not_rewritten() -> None:
 
 def test_prompt_excludes_passing_moods() -> None:
     assert "no passing moods or states of the moment" in " ".join(SYSTEM_PROMPT.split())
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "The user should pack light layers and a light jacket.",
+        "The user might want to try the 28 tram.",
+        "The user is tired.",
+        "The user is so tired today.",
+        "The user feels bored.",
+        "用户应该多休息。",
+        "用户今天上班好累啊。",
+        "用户很累。",
+    ],
+)
+def test_advice_and_passing_moods_are_not_lasting_facts(statement: str) -> None:
+    snap = chat(
+        ("user", "Long day, so tired and bored. 今天上班好累，很累，应该多休息。"),
+        ("assistant", "You should pack light layers and a light jacket, or try the 28 tram."),
+    )
+    assert parse(answer(fact(statement)), snap) == []
+
+
+def test_a_habit_is_a_lasting_fact() -> None:
+    snap = chat(("user", "I'm always tired in the mornings."), ("assistant", "Same here!"))
+    statement = "The user is tired in the mornings, always."
+    assert [m.text for m in parse(answer(fact(statement)), snap)] == [statement]

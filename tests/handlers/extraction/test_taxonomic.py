@@ -281,3 +281,24 @@ def test_a_chinese_term() -> None:
     assert (memory.subject, memory.owner, memory.category) == ("收官会", "user", "会议")
     assert memory.text == "收官会是一种会议\uff1a组里周五下午的复盘会。"
     assert memory.attributes["examples"] == ["上周的发布复盘"]
+
+
+@pytest.mark.parametrize(
+    ("parent", "definition", "expected"),
+    [
+        ("上线前的检查清单", "上线前的检查清单", "起飞单\uff1a上线前的检查清单。"),
+        ("跨部门对齐", "跨部门对齐信息的会", "起飞单\uff1a跨部门对齐信息的会。"),
+        ("清单", "上线前的检查清单", "起飞单是一种清单\uff1a上线前的检查清单。"),
+    ],
+)
+def test_a_parent_copied_from_the_definition_is_no_parent(
+    parent: str, definition: str, expected: str
+) -> None:
+    snap = snapshot(turns=[{"content": "我们组把上线前的检查清单叫“起飞单”，用来跨部门对齐信息。"}])
+    (memory,) = parse(answer(term("起飞单", definition, parent=parent)), snap)
+    assert memory.text == expected
+
+
+def test_a_person_is_no_example() -> None:
+    (memory,) = parse(answer(term("quiet window", "the Friday deploy freeze", examples=["John"])))
+    assert memory.attributes["examples"] == []
