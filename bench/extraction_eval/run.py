@@ -48,6 +48,7 @@ from bench.extraction_eval.scoring import (
     CaseScore,
     ExtractedMemory,
     Summary,
+    format_columns,
     format_table,
     parse_cases,
     score_case,
@@ -268,7 +269,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tag", action="append", default=[], help="only cases with this tag")
     parser.add_argument("--skip-tag", action="append", default=[], help="leave out this tag")
     parser.add_argument("--out", help="write the JSON report here ({type}: the memory type)")
-    parser.add_argument("--rescore", type=Path, help="score a saved report again, no model")
+    parser.add_argument(
+        "--rescore",
+        type=Path,
+        nargs="+",
+        help="score saved reports again (no model), one column each",
+    )
     parser.add_argument("--attempts", type=int, default=3, help="LLM attempts per snapshot")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
     parser.add_argument("--max-tokens", type=int, default=1024)
@@ -362,24 +368,30 @@ def run_against(
 
 
 def rescore(args: argparse.Namespace) -> int:
-    """Score a saved report's memories again against the current labels (no model)."""
-    document = json.loads(args.rescore.read_text(encoding="utf-8"))
-    memory_type = document.get("memory_type", "semantic")
-    cases = load_cases(
-        args.cases or cases_file(memory_type),
-        args.case,
-        memory_type=memory_type,
-        tags=args.tag,
-        skip_tags=args.skip_tag,
-    )
-    runs = {entry["id"]: run_from_report(entry) for entry in document["cases"]}
-    missing = sorted(case.id for case in cases if case.id not in runs)
-    if missing:
-        raise SystemExit(f"the report has no run of: {', '.join(missing)}")
-    scores = [score_case(case, runs[case.id]) for case in cases]
-    summary = summarize(scores, [runs[case.id] for case in cases])
-    print(f"{args.rescore}: {memory_type}, {len(cases)} cases, model {document.get('model')}")
-    print(format_table(summary_rows(summary)))
+    """Score saved reports' memories again against the current labels (no model): one table
+    with a column per report (its memory type), for the cases selected by id and tag."""
+    columns: list[tuple[str, list[tuple[str, str]]]] = []
+    for path in args.rescore:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        memory_type = document.get("memory_type", "semantic")
+        cases = load_cases(
+            args.cases or cases_file(memory_type),
+            memory_type=memory_type,
+            tags=args.tag,
+            skip_tags=args.skip_tag,
+        )
+        if args.case:
+            cases = [case for case in cases if case.id in args.case]
+        runs = {entry["id"]: run_from_report(entry) for entry in document["cases"]}
+        missing = sorted(case.id for case in cases if case.id not in runs)
+        if missing:
+            raise SystemExit(f"{path}: the report has no run of: {', '.join(missing)}")
+        scores = [score_case(case, runs[case.id]) for case in cases]
+        summary = summarize(scores, [runs[case.id] for case in cases])
+        print(f"{path}: {memory_type}, {len(cases)} cases, model {document.get('model')}")
+        columns.append((f"{memory_type} ({len(cases)} cases)", summary_rows(summary)))
+    print()
+    print(format_columns(columns))
     return 0
 
 

@@ -490,3 +490,24 @@ def format_table(rows: Sequence[tuple[str, str]]) -> str:
     ]
     lines += [f"| {name:<{width}} | {value:<{values}} |" for name, value in rows]
     return "\n".join(lines)
+
+
+def format_columns(columns: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> str:
+    """A Markdown table of several summaries side by side: (header, summary rows) per column;
+    a score missing from a column (a per-kind recall) is left blank."""
+    names: list[str] = []
+    for _, rows in columns:
+        names += [name for name, _ in rows if name not in names]
+    values = [dict(rows) for _, rows in columns]
+    table = [["score", *(header for header, _ in columns)]]
+    table += [[name, *(column.get(name, "") for column in values)] for name in names]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [
+        "| " + " | ".join(cell.ljust(w) for cell, w in zip(table[0], widths, strict=True)) + " |"
+    ]
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    lines += [
+        "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |"
+        for row in table[1:]
+    ]
+    return "\n".join(lines)

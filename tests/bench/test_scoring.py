@@ -23,6 +23,7 @@ from bench.extraction_eval.scoring import (
     ExtractedMemory,
     LabelledFact,
     fact_matches,
+    format_columns,
     format_table,
     keywords_match,
     parse_cases,
@@ -529,3 +530,33 @@ def test_rescore_recomputes_a_saved_report_for_a_subset(
 def test_type_all_needs_a_type_placeholder_in_the_out_path() -> None:
     with pytest.raises(SystemExit):
         main(["--type", "all", "--out", "report.json", "--model", "m"])
+
+
+def test_format_columns_puts_summaries_side_by_side() -> None:
+    single = ("  recall, single cases", "40%")
+    table = format_columns(
+        [("semantic", [("fact recall", "50%"), single]), ("episodic", [("fact recall", "100%")])]
+    )
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table.splitlines()]
+    assert rows[0] == ["score", "semantic", "episodic"]
+    assert rows[2] == ["fact recall", "50%", "100%"]
+    assert rows[3] == ["recall, single cases", "40%", ""]  # missing from a column: blank
+    assert len({len(line) for line in table.splitlines()}) == 1  # aligned
+
+
+def test_rescore_prints_one_column_per_report(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = []
+    for memory_type in ("episodic", "taxonomic"):
+        cases = load_cases(cases_file(memory_type), memory_type=memory_type)
+        entries: list[dict[str, Any]] = [
+            {"id": c.id, "seconds": 1.0, "attempts": 1, "failure": None, "memories": []}
+            for c in cases
+        ]
+        path = tmp_path / f"{memory_type}.json"
+        path.write_text(json.dumps({"memory_type": memory_type, "cases": entries}), "utf-8")
+        paths.append(str(path))
+    assert main(["--rescore", *paths]) == 0
+    header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| score")]
+    assert "episodic (9 cases)" in header[0] and "taxonomic (8 cases)" in header[0]
