@@ -23,13 +23,14 @@ from aiokafka.errors import KafkaError
 from pymongo import ASCENDING, DESCENDING, MongoClient
 
 from events.codec import encode
-from events.memories import MemoryType
+from events.memories import USER_SUBJECT, MemoryContent, MemoryType, Owner
+from events.saves import MemorySaveRequested
 from events.turns import Principal, SessionFlushRequested, TurnRecorded
 from handlers.identity import resolve_scope
 from handlers.messages import ChatMessage, normalize_messages
 from handlers.rendering import session_context
 from memstream.config import Settings
-from projections.store import DEAD_LETTERS, MEMORIES, PROFILES, SNAPSHOTS, TURNS
+from projections.store import DEAD_LETTERS, MEMORIES, PROFILES, SAVES, SNAPSHOTS, TURNS
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,48 @@ class MemoryClient:
             self._topics.turns, encode(command), key=command.key.encode()
         )
 
+    async def save(
+        self,
+        user_id: str,
+        memory_type: MemoryType,
+        text: str,
+        *,
+        subject: str = USER_SUBJECT,
+        owner: Owner = "user",
+        category: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """Save a memory directly; returns the save's id.
+
+        Any memory type, extracted automatically or not. The save goes through the same
+        reconciliation as extracted memories (it may ADD, UPDATE or REINFORCE), in order with
+        the user's snapshots; the outcome appears in the `saves` collection and `memories(…)`.
+        Invalid content raises `pydantic.ValidationError` before anything is sent.
+        """
+        content = MemoryContent(
+            subject=subject,
+            owner=owner,
+            text=text,
+            category=category,
+            attributes=dict(attributes or {}),
+        )
+        request = MemorySaveRequested(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=self._memory_user(user_id),
+            agent_id=agent_id,
+            session_id=session_id,
+            memory_type=memory_type,
+            content=content,
+            principal=self.principal,
+        )
+        await self._started_producer.send_and_wait(
+            self._topics.snapshots, encode(request), key=request.key.encode()
+        )
+        return request.event_id
+
     def _memory_user(self, user_id: str) -> str:
         scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
         if scope.ignored_user_id is not None:
@@ -286,6 +329,11 @@ class MemoryClient:
         query: Document = {"stage": stage} if stage else {}
         cursor = self._db[DEAD_LETTERS].find(query).sort("dead_lettered_at", DESCENDING)
         return list(cursor.limit(limit))
+
+    def saves(self, user_id: str) -> list[Document]:
+        """The outcome of the user's direct saves (memory ids and actions), newest first."""
+        query: Document = {"user_id": self._memory_user(user_id)}
+        return list(self._db[SAVES].find(query).sort("at", DESCENDING))
 
     def profile(self, user_id: str) -> Document | None:
         """The L0 basic profile of the user (never other people's facts)."""

@@ -9,9 +9,10 @@ from pymongo.database import Database
 from events.codec import AnyEvent
 from events.dead_letters import InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
-from projections.extractions import project_extraction
+from projections.extractions import project_extraction, project_save
 from projections.identity import IdCollision
 from projections.memories import project_memory_event
 from projections.short_term import project_dead_letter, project_snapshot, project_turn
@@ -29,6 +30,8 @@ def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
         project_snapshot(db, event)
     elif isinstance(event, SnapshotExtracted):
         project_extraction(db, event)
+    elif isinstance(event, MemorySaved):
+        project_save(db, event)
     elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
         project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
     elif isinstance(event, InputDeadLettered):

@@ -16,6 +16,7 @@ PROFILES = "profiles"
 TURNS = "turns"
 SNAPSHOTS = "snapshots"
 DEAD_LETTERS = "dead_letters"
+SAVES = "saves"
 
 INDEXES: dict[str, list[IndexModel]] = {
     MEMORIES: [
@@ -42,6 +43,7 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("turn_ids", ASCENDING)]),
     ],
     DEAD_LETTERS: [IndexModel([("stage", ASCENDING), ("dead_lettered_at", DESCENDING)])],
+    SAVES: [IndexModel([("user_id", ASCENDING), ("at", DESCENDING)])],
 }
 
 

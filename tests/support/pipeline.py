@@ -86,6 +86,16 @@ class PipelineHarness:
     def flush(self, user_id: str, session_id: str) -> None:
         asyncio.run(self._flush(user_id, session_id))
 
+    def save(self, user_id: str, memory_type: str, text: str, **options: Any) -> str:
+        """`MemoryClient.save(...)`: a direct save; returns its id."""
+        from memstream.client import MemoryClient
+
+        async def send() -> str:
+            async with MemoryClient(self.settings) as client:
+                return await client.save(user_id, memory_type, text, **options)  # type: ignore[arg-type]
+
+        return asyncio.run(send())
+
     async def _record(self, user_id: str, session_id: str, messages: list[dict[str, Any]]) -> None:
         from memstream.client import MemoryClient
 
