@@ -335,6 +335,34 @@ class MemoryClient:
         query: Document = {"user_id": self._memory_user(user_id)}
         return list(self._db[SAVES].find(query).sort("at", DESCENDING))
 
+    def llm_usage(self, user_id: str | None = None) -> dict[str, Document]:
+        """LLM calls and tokens per memory type (extractions and direct saves), from the read
+        model: every snapshot's and save's recorded cost, for one user or everyone."""
+        query: Document = {} if user_id is None else {"user_id": self._memory_user(user_id)}
+        totals: dict[str, Document] = {}
+
+        def add(memory_type: str, usage: Document | None, kind: str) -> None:
+            total = totals.setdefault(
+                memory_type,
+                {
+                    "snapshots": 0,
+                    "saves": 0,
+                    "calls": 0,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                },
+            )
+            total[kind] += 1
+            for name in ("calls", "prompt_tokens", "completion_tokens"):
+                total[name] += int((usage or {}).get(name, 0))
+
+        for snapshot in self._db[SNAPSHOTS].find(query, {"extractions": 1}):
+            for memory_type, record in (snapshot.get("extractions") or {}).items():
+                add(memory_type, record.get("usage"), "snapshots")
+        for save in self._db[SAVES].find(query, {"memory_type": 1, "usage": 1}):
+            add(save["memory_type"], save.get("usage"), "saves")
+        return totals
+
     def profile(self, user_id: str) -> Document | None:
         """The L0 basic profile of the user (never other people's facts)."""
         result: Document | None = self._db[PROFILES].find_one({"_id": self._memory_user(user_id)})

@@ -24,6 +24,8 @@ TEST_WINDOW = {
     "MEMSTREAM_IDLE_TIMEOUT": "3",
     "MEMSTREAM_IDLE_CHECK_INTERVAL": "0.5",
 }
+TEST_EXTRACTION = {"MEMSTREAM_ENABLED_EXTRACTIONS": "semantic"}
+"""Pipeline tests script semantic answers; a test of another type enables it explicitly."""
 APACHE_ENVIRONMENT = {"MEMSTREAM_SESSION_TIMEOUT": "6", "MEMSTREAM_HEARTBEAT_INTERVAL": "1"}
 
 
@@ -57,6 +59,7 @@ class PipelineHarness:
             "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
             **flavour_environment,
             **TEST_WINDOW,
+            **TEST_EXTRACTION,
             **environment,
         }
         self.settings: Settings = load_settings(environ=self.environment)
