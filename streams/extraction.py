@@ -30,7 +30,7 @@ import faust
 import orjson
 
 from events.codec import encode
-from events.memories import MemoryType, Provenance
+from events.memories import MemoryEvent, MemoryType, Provenance
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers import reconcile_prompt
@@ -132,7 +132,7 @@ def create_extraction_app(
 
     async def reconciled(
         news: list[NewMemory], source: Source, stamp: Provenance, what: str
-    ) -> tuple[list[Any], list[ChatAnswer]]:
+    ) -> tuple[list[MemoryEvent], list[ChatAnswer]]:
         """The decisions about `news`, and the answers of the LLM calls they took."""
         answers: list[ChatAnswer] = []
 
@@ -175,7 +175,8 @@ def create_extraction_app(
             decisions, asked = await reconciled(news, snapshot_source(snapshot), stamp, what)
         except Exception as exc:
             log.exception("%s failed", what)
-            outcome, decisions, asked = ExtractionOutcome((), 0, failure=f"{exc!r}"), [], []
+            failed = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")
+            outcome, decisions, asked = failed, [], []
         usage = usage_of([*outcome.answers, *asked])
         return extraction_record(snapshot, memory_type, outcome, decisions, usage)
 
