@@ -7,7 +7,6 @@ taste REINFORCEd instead of copied.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from events.memories import USER_SUBJECT
 from memstream.client import MemoryClient
 from memstream.config import Settings
+from memstream.sync_client import SyncMemoryClient
 
 DEMO_USER = "demo-tim"
 DEMO_SESSIONS: list[tuple[str, list[dict[str, Any]]]] = [
@@ -68,7 +68,7 @@ def wait_for_extraction(
     `check` runs before every poll; what it raises ends the wait (a supervisor's `check`).
     """
     enabled = settings.memory.extraction.enabled
-    client = MemoryClient(settings)
+    client = SyncMemoryClient(settings)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -84,16 +84,16 @@ def wait_for_extraction(
             time.sleep(0.5)
         raise TimeoutError(f"extraction did not finish in {timeout:.0f}s (see the worker logs)")
     finally:
-        asyncio.run(client.close())  # closes the MongoDB connection (no producer was started)
+        client.close()
 
 
 def learned(settings: Settings) -> list[dict[str, Any]]:
     """Every version of every memory of the demo user."""
-    client = MemoryClient(settings)
+    client = SyncMemoryClient(settings)
     try:
         return client.memories(DEMO_USER, history=True)
     finally:
-        asyncio.run(client.close())
+        client.close()
 
 
 def format_memories(versions: list[dict[str, Any]]) -> str:

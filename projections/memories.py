@@ -51,6 +51,8 @@ def _insert_version(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
         "category": content.category,
         "attributes": content.attributes,
         "embedding": list(event.embedding),
+        "embedding_model": event.provenance.embedding_model if event.provenance else None,
+        "provenance": event.provenance.model_dump() if event.provenance else None,
         "status": "current",
         "superseded_by": None,
         "reinforcement_count": 0,

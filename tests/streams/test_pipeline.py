@@ -438,11 +438,11 @@ def test_multi_speaker_facts_keep_their_subjects_and_owners(pipeline_factory: An
     assert set(profile["fields"]) == {"name", "employer"}
     assert pipeline.db["profiles"].count_documents({}) == 1
     # Short-term memory read back from L1_RAW for a prompt: other speakers cut, the user whole.
-    from memstream.client import MemoryClient
+    from memstream.sync_client import SyncMemoryClient
 
-    client = MemoryClient(pipeline.settings)
+    client = SyncMemoryClient(pipeline.settings)
     history = client.session_history("tim", "party", max_chars_per_message=12).splitlines()
     assert history[:2] == ["The user's name is Tim", "[user]: I work at Stripe and I like coffee."]
     assert history[2].startswith("[John]: I am a nurs") and history[2].endswith("…")
     assert history[3] == "[assistant]: Nice to mee…"  # 11 characters and the marker
-    asyncio.run(client.close())
+    client.close()

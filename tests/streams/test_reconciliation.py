@@ -116,9 +116,11 @@ def test_a_restated_fact_is_reinforced_and_not_copied(pipeline_factory: Any) -> 
     second = pipeline.snapshots(user_id="jo", session_id="s2")[0]["extractions"]["semantic"]
     assert second["actions"] == ["MemoryReinforced"]
     assert second["usage"]["calls"] == 1
-    from memstream.client import MemoryClient
+    from memstream.sync_client import SyncMemoryClient
 
-    usage = MemoryClient(pipeline.settings).llm_usage("jo")
+    client = SyncMemoryClient(pipeline.settings)
+    usage = client.llm_usage("jo")
+    client.close()
     assert usage["semantic"]["snapshots"] == 2 and usage["semantic"]["calls"] == 2
     assert usage["semantic"]["prompt_tokens"] > 0
 
