@@ -4,7 +4,8 @@ The memories topic is keyed by user, so one partition holds all of a user's reco
 reads that partition with a consumer of its own (no group, nothing committed), keeps the user's
 records, and yields the memory events of each result record — the first record per snapshot (or
 save) and type only, as the projector does. It starts at the beginning, at an offset, or at a
-time (`offsets_for_times`), and with `follow` waits for new records after reaching the end.
+time the records were appended at or after (`offsets_for_times`), and with `follow` waits for
+new records after reaching the end.
 """
 
 from __future__ import annotations
@@ -54,11 +55,14 @@ async def memory_events(
         end = (await consumer.end_offsets([tp]))[tp]
         seen: set[str] = set()
         key = user_id.encode()
+        earliest = int(since.timestamp() * 1000) if isinstance(since, datetime) else None
         while True:
             batches = await consumer.getmany(tp, timeout_ms=QUIET_FETCH_MS)
             records = batches.get(tp, [])
             for record in records:
                 if record.key != key or record.value is None:
+                    continue
+                if earliest is not None and record.timestamp < earliest:
                     continue
                 for event in _memory_events_of(record.value, seen):
                     yield event
@@ -76,7 +80,7 @@ async def _seek(
     elif isinstance(since, datetime):
         found = await consumer.offsets_for_times({tp: int(since.timestamp() * 1000)})
         at = found.get(tp)
-        if at is None:
+        if at is None or at.timestamp < 0:  # Tansu answers a time past the end with (0, -1)
             await consumer.seek_to_end(tp)
         else:
             consumer.seek(tp, at.offset)

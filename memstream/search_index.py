@@ -26,6 +26,7 @@ Document = dict[str, Any]
 INDEXED_FIELDS = {
     "memory_id": 1,
     "version": 1,
+    "status": 1,
     "memory_type": 1,
     "user_id": 1,
     "agent_id": 1,
