@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     config_commands = config.add_subparsers(required=True, metavar="action")
     validate = config_commands.add_parser("validate", help="check the configuration")
     validate.set_defaults(run=_config_validate)
+
+    from memstream.read_commands import register
+
+    register(commands)
     return parser
 
 

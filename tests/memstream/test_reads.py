@@ -134,3 +134,48 @@ def test_events_replay_then_follow_live(learned: PipelineHarness) -> None:
         assert [e.user_id for e in client.events("zed")] == ["zed"] * 3
         later = client.events("pia", since=datetime.now(UTC))
         assert later == []
+
+
+def memstream_cli(pipeline: PipelineHarness, *args: str, timeout: float = 120) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "memstream", *args],
+        env={**os.environ, **pipeline.environment},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_the_events_command_prints_json_lines(learned: PipelineHarness) -> None:
+    import json
+
+    result = memstream_cli(learned, "events", "--user", "pia", "--json")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["event_type"] for e in events] == ["MemoryAdded"] * 3 + ["MemoryUpdated"]
+    assert {e["user_id"] for e in events} == {"pia"}
+
+
+def test_the_status_command_reports_health_lag_and_waiting_work(learned: PipelineHarness) -> None:
+    import json
+
+    result = memstream_cli(learned, "status", "--json")
+    report = json.loads(result.stdout)
+    assert report["broker"]["reachable"] and report["database"]["reachable"]
+    assert report["enabled_types"] == ["semantic"]
+    assert set(report["consumer_lag"]) == {
+        "window",
+        "extract:semantic",
+        "extract:episodic",
+        "extract:procedural",
+        "extract:taxonomic",
+        "projector",
+    }
+    assert report["snapshots_waiting"] == {"semantic": 0}
+    assert report["health"] == "healthy" and result.returncode == 0
+    text = memstream_cli(learned, "status")
+    assert text.stdout.startswith("health: healthy")
