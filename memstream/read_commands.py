@@ -23,9 +23,29 @@ def register(commands: Any) -> None:
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.set_defaults(run=_events)
 
+    query = commands.add_parser("query", help="a named analyst query on the read model")
+    query.add_argument("name", nargs="?", help="the query (without a name: list them)")
+    query.add_argument("--user", help="only this user's data")
+    query.add_argument("--memory", help="the memory id (lineage)")
+    query.add_argument("--since", type=_time, help="from this ISO time (inclusive)")
+    query.add_argument("--until", type=_time, help="until this ISO time (exclusive)")
+    query.add_argument("--limit", type=int, default=20)
+    output = query.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one JSON object per row")
+    output.add_argument("--csv", action="store_true", help="comma-separated, with a header")
+    output.add_argument("--explain", action="store_true", help="print the mongosh command only")
+    query.set_defaults(run=_query)
+
     status = commands.add_parser("status", help="is the pipeline healthy, how far behind is it")
     status.add_argument("--json", action="store_true", help="the report as one JSON object")
     status.set_defaults(run=_status)
+
+
+def _time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a timezone, e.g. {text}Z")
+    return moment
 
 
 def since_value(text: str | None) -> int | datetime | None:
@@ -76,3 +96,56 @@ def _status(args: argparse.Namespace) -> int:
         print(format_status(report))
     sys.stdout.flush()
     return EXIT_CODES[report["health"]]
+
+
+def _query(args: argparse.Namespace) -> int:
+    from pymongo import MongoClient
+
+    from memstream.queries import QUERIES, Parameters, explain, rows
+
+    if args.name is None or args.name not in QUERIES:
+        if args.name is not None:
+            print(f"memstream: no query {args.name!r}", file=sys.stderr)
+        for name, known in QUERIES.items():
+            print(f"{name:16} {known.description}")
+        return 0 if args.name is None else 2
+    settings = load_settings()
+    parameters = Parameters(
+        user=args.user,
+        memory_id=args.memory,
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+        types=tuple(settings.memory.extraction.enabled),
+    )
+    if args.explain:
+        print(explain(args.name, parameters))
+        return 0
+    if not settings.mongodb.uri:
+        print("memstream: MONGODB_URI is not set (is `memstream up` running?)", file=sys.stderr)
+        return 2
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+    try:
+        found = rows(client[settings.mongodb.database], args.name, parameters)
+    finally:
+        client.close()
+    _print_rows(found, as_json=args.json, as_csv=args.csv)
+    return 0
+
+
+def _print_rows(found: list[dict[str, Any]], *, as_json: bool, as_csv: bool) -> None:
+    if as_json:
+        for row in found:
+            print(json.dumps(row, default=str))
+        return
+    columns = list(dict.fromkeys(key for row in found for key in row))
+    if as_csv:
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(found)
+        return
+    print("  ".join(columns))
+    for row in found:
+        print("  ".join(str(row.get(column, "")) for column in columns))

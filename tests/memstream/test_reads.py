@@ -179,3 +179,40 @@ def test_the_status_command_reports_health_lag_and_waiting_work(learned: Pipelin
     assert report["health"] == "healthy" and result.returncode == 0
     text = memstream_cli(learned, "status")
     assert text.stdout.startswith("health: healthy")
+
+
+def test_every_named_query_runs_and_prints_its_pipeline(learned: PipelineHarness) -> None:
+    import json
+
+    def query(*args: str) -> list[dict[str, Any]]:
+        result = memstream_cli(learned, "query", *args, "--json")
+        assert result.returncode == 0, result.stderr
+        return [json.loads(line) for line in result.stdout.splitlines()]
+
+    counts = query("counts")
+    assert {(r["user_id"], r["memory_type"], r["memories"]) for r in counts} == {
+        ("pia", "semantic", 3),
+        ("zed", "semantic", 3),
+    }
+    (superseded,) = query("superseded", "--user", "pia")
+    assert (superseded["text"], superseded["replaced_by"]) == (
+        "The user lives in Lisbon.",
+        "The user lives in Porto.",
+    )
+    memory_id = next(
+        m["memory_id"] for m in learned.memories(user_id="pia") if "Porto" in m["text"]
+    )
+    assert [r["version"] for r in query("lineage", "--user", "pia", "--memory", memory_id)] == [
+        1,
+        2,
+    ]
+    assert query("most-reinforced") == []
+    assert {r["reason"] for r in query("promotions")} == {"flush"}
+    assert query("waiting") == [{"memory_type": "semantic", "waiting": 0}]
+    assert query("dead-letters") == []
+    csv = memstream_cli(learned, "query", "counts", "--csv").stdout.splitlines()
+    assert set(csv[0].split(",")) == {"user_id", "memory_type", "memories"} and len(csv) == 3
+    explained = memstream_cli(learned, "query", "superseded", "--user", "pia", "--explain").stdout
+    assert explained.startswith("db.memories.aggregate([") and '"user_id": "pia"' in explained
+    listed = memstream_cli(learned, "query").stdout
+    assert "most-reinforced" in listed and "dead-letters" in listed
