@@ -18,6 +18,7 @@ from events import (
     MemoryContent,
     MemoryReinforced,
     MemoryUpdated,
+    Provenance,
     SnapshotExtracted,
     SnapshotPromoted,
     SnapshotTurn,
@@ -27,6 +28,12 @@ from events.codec import AnyEvent
 from projections import ensure_indexes, project
 
 pytestmark = pytest.mark.integration
+PROVENANCE = Provenance(
+    prompt_version="semantic-3",
+    llm_model="scripted",
+    embedding_model="scripted-embedding",
+    embedding_dimensions=2,
+)
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Db = Database[dict[str, Any]]
 
@@ -105,6 +112,7 @@ def history() -> list[AnyEvent]:
                     content=content("The user lives in Lisbon.", profile_field="location"),
                     embedding=(0.1, 0.2),
                     evidence=evidence(),
+                    provenance=PROVENANCE,
                 ),
                 MemoryAdded(
                     event_id="e2",
@@ -114,6 +122,7 @@ def history() -> list[AnyEvent]:
                     user_id="tim",
                     content=content("John is a nurse in Berlin.", subject="John"),
                     evidence=evidence(),
+                    provenance=PROVENANCE,
                 ),
             ),
             attempts=1,
@@ -126,6 +135,7 @@ def history() -> list[AnyEvent]:
             user_id="tim",
             version=1,
             evidence=evidence("snap-2", 1),
+            provenance=PROVENANCE,
         ),
         MemoryUpdated(
             event_id="e4",
@@ -137,6 +147,7 @@ def history() -> list[AnyEvent]:
             supersedes_version=1,
             content=content("The user lives in Porto.", profile_field="location"),
             evidence=evidence("snap-3", 2),
+            provenance=PROVENANCE,
             reason="moved",
         ),
     ]
@@ -248,12 +259,9 @@ def snapshot_of(*turns: TurnRecorded, seq: int = 0) -> SnapshotPromoted:
 
 
 def result_for(snapshot: SnapshotPromoted, *texts: str, attempts: int = 1) -> SnapshotExtracted:
-    from handlers.extraction.base import ExtractionOutcome
-    from handlers.extraction.results import extraction_result
+    from tests import factories as f
 
-    memories = tuple(content(text) for text in texts)
-    outcome = ExtractionOutcome(memories, attempts)
-    return extraction_result(snapshot, "semantic", outcome, [[1.0, 0.0]] * len(memories))
+    return f.extracted(snapshot, *(content(text) for text in texts), attempts=attempts)
 
 
 def test_the_first_extraction_result_wins_over_a_re_extraction(db: Db) -> None:
@@ -336,6 +344,7 @@ def test_a_memory_event_id_reused_for_other_content_is_a_collision(db: Db) -> No
         user_id="tim",
         content=content("The user lives in Lisbon."),
         evidence=evidence(),
+        provenance=PROVENANCE,
     )
     project(db, added)
     project(db, added)
