@@ -36,6 +36,24 @@ def register(commands: Any) -> None:
     output.add_argument("--explain", action="store_true", help="print the mongosh command only")
     query.set_defaults(run=_query)
 
+    rebuild = commands.add_parser("replay", help="rebuild the read model into a fresh database")
+    rebuild.add_argument("--into", required=True, help="the (empty) database to build")
+    source = rebuild.add_mutually_exclusive_group()
+    source.add_argument("--from-offset", type=int, help="start at this offset of every partition")
+    source.add_argument(
+        "--from-time", type=_time, help="start at records appended at/after this time"
+    )
+    source.add_argument(
+        "--from-collections",
+        action="store_true",
+        help="rebuild from the configured database's collections (the broker lost the log)",
+    )
+    rebuild.set_defaults(run=_replay)
+
+    verify = commands.add_parser("verify", help="compare the read model with another database")
+    verify.add_argument("--against", required=True, help="the other database (same server)")
+    verify.set_defaults(run=_verify)
+
     status = commands.add_parser("status", help="is the pipeline healthy, how far behind is it")
     status.add_argument("--json", action="store_true", help="the report as one JSON object")
     status.set_defaults(run=_status)
@@ -149,3 +167,58 @@ def _print_rows(found: list[dict[str, Any]], *, as_json: bool, as_csv: bool) -> 
     print("  ".join(columns))
     for row in found:
         print("  ".join(str(row.get(column, "")) for column in columns))
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from pymongo import MongoClient
+
+    from memstream.replay import NotEmpty, collection_events, kafka_events, replay
+
+    settings = load_settings()
+    if not settings.mongodb.uri:
+        print("memstream: MONGODB_URI is not set (is `memstream up` running?)", file=sys.stderr)
+        return 2
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+    try:
+        if args.from_collections:
+            source = client[settings.mongodb.database]
+            events = list(collection_events(source))
+        else:
+            events = kafka_events(
+                settings.kafka, from_offset=args.from_offset, from_time=args.from_time
+            )
+        try:
+            report = replay(iter(events), client[args.into], total=len(events))
+        except NotEmpty as exc:
+            print(f"memstream: {exc}", file=sys.stderr)
+            return 2
+    finally:
+        client.close()
+    rate = report.events / report.seconds if report.seconds else 0.0
+    print(
+        f"replayed {report.events} events into {args.into}: {report.writes} writes in "
+        f"{report.seconds:.1f}s ({rate:.0f} events/s)"
+    )
+    for collision in report.collisions:
+        print(f"collision: {collision}", file=sys.stderr)
+    return 1 if report.collisions else 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pymongo import MongoClient
+
+    from memstream.replay import differences
+
+    settings = load_settings()
+    if not settings.mongodb.uri:
+        print("memstream: MONGODB_URI is not set (is `memstream up` running?)", file=sys.stderr)
+        return 2
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+    try:
+        found = differences(client[settings.mongodb.database], client[args.against])
+    finally:
+        client.close()
+    for line in found:
+        print(line)
+    print(f"{len(found)} differences" if found else "no differences")
+    return 1 if found else 0

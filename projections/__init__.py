@@ -17,13 +17,19 @@ from projections.identity import IdCollision
 from projections.memories import project_memory_event
 from projections.short_term import project_dead_letter, project_snapshot, project_turn
 from projections.store import ensure_indexes
+from projections.writes import BulkWrites, LiveWrites, Writes
 
 
 def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
-    """Apply any event to the read model; events without a view (commands) are skipped.
+    """Apply any event to the read model now; events without a view (commands) are skipped.
 
     Raises `IdCollision` when an id the event uses already holds other content.
     """
+    apply_event(LiveWrites(db), event)
+
+
+def apply_event(db: Writes, event: AnyEvent) -> None:
+    """Say, through `db`, what `event` changes in the read model (live or in bulk)."""
     if isinstance(event, TurnRecorded):
         project_turn(db, event)
     elif isinstance(event, SnapshotPromoted):
@@ -38,4 +44,4 @@ def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
         project_dead_letter(db, event)
 
 
-__all__ = ["IdCollision", "ensure_indexes", "project"]
+__all__ = ["BulkWrites", "IdCollision", "LiveWrites", "apply_event", "ensure_indexes", "project"]

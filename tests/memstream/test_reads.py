@@ -216,3 +216,27 @@ def test_every_named_query_runs_and_prints_its_pipeline(learned: PipelineHarness
     assert explained.startswith("db.memories.aggregate([") and '"user_id": "pia"' in explained
     listed = memstream_cli(learned, "query").stdout
     assert "most-reinforced" in listed and "dead-letters" in listed
+
+
+def test_replay_from_the_log_and_from_the_collections_verifies_without_difference(
+    learned: PipelineHarness,
+) -> None:
+    learned.save("pia", "procedural", "When the user asks for tea: suggest green tea.")
+    eventually(lambda: learned.db["saves"].count_documents({}), lambda n: n == 1, what="the save")
+    database = learned.settings.mongodb.database
+    from_log = f"{database}_log"
+    result = memstream_cli(learned, "replay", "--into", from_log)
+    assert result.returncode == 0, result.stderr
+    assert "events/s" in result.stdout
+    verified = memstream_cli(learned, "verify", "--against", from_log)
+    assert verified.stdout.strip().endswith("no differences"), verified.stdout
+    assert verified.returncode == 0
+
+    again = memstream_cli(learned, "replay", "--into", from_log)
+    assert again.returncode == 2 and "not empty" in again.stderr
+
+    from_collections = f"{database}_cols"
+    rebuilt = memstream_cli(learned, "replay", "--from-collections", "--into", from_collections)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    verified = memstream_cli(learned, "verify", "--against", from_collections)
+    assert verified.stdout.strip().endswith("no differences"), verified.stdout

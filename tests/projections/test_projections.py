@@ -284,11 +284,16 @@ def test_a_first_result_half_applied_before_a_crash_is_completed_by_its_redelive
     snapshot = snapshot_of(turn_event("t1", "I work at Stripe and I like tea."))
     first = result_for(snapshot, "The user works at Stripe.", "The user likes tea.")
     partial_view = first.model_copy(update={"decisions": first.decisions[:1]})
-    from projections.extractions import _claim
     from projections.memories import project_memory_event
+    from projections.writes import LiveWrites
 
-    assert _claim(db, first)  # the claim landed, then only one decision before the crash
-    project_memory_event(db, partial_view.decisions[0])
+    live = LiveWrites(db)
+    record = {"event_id": first.event_id}
+    from projections.identity import fingerprint_of
+
+    fingerprint = fingerprint_of(first.model_dump())
+    assert live.claim("snapshots", snapshot.event_id, "extractions.semantic", record, fingerprint)
+    project_memory_event(live, partial_view.decisions[0])  # then the crash
     project(db, first)  # the redelivery
     assert db["memories"].count_documents({"user_id": "tim"}) == 2
 
@@ -350,3 +355,44 @@ def test_a_memory_event_id_reused_for_other_content_is_a_collision(db: Db) -> No
     project(db, added)
     with pytest.raises(IdCollision):
         project(db, added.model_copy(update={"content": content("The user lives in Porto.")}))
+
+
+def test_a_bulk_replay_builds_the_same_read_model_as_live_projection(db: Db, mongo: Any) -> None:
+    from projections import BulkWrites, apply_event
+
+    snapshot = snapshot_of(turn_event("t1", "I work at Stripe."))
+    events: list[AnyEvent] = [
+        *history(),
+        turn_event("t1", "I work at Stripe."),
+        snapshot,
+        result_for(snapshot, "The user works at Stripe."),
+        result_for(snapshot, "Something a re-extraction said."),  # a later result: ignored
+        turn_event("t1", "I work at Stripe."),  # a redelivery
+    ]
+    for event in events:
+        project(db, event)
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    rebuilt = client[f"bulk_{uuid.uuid4().hex[:10]}"]
+    try:
+        ensure_indexes(rebuilt)
+        writes = BulkWrites(rebuilt, batch=3)  # small batches: ordering across batches too
+        turns_first = sorted(events, key=lambda e: not isinstance(e, TurnRecorded))
+        for event in turns_first:
+            apply_event(writes, event)
+        writes.flush()
+        assert writes.collisions == []
+        assert read_model(rebuilt) == read_model(db)
+    finally:
+        client.drop_database(rebuilt.name)
+        client.close()
+
+
+def test_a_bulk_replay_reports_a_collision_and_goes_on(db: Db) -> None:
+    from projections import BulkWrites, apply_event
+
+    writes = BulkWrites(db)
+    for event in (turn_event("t1", "Lisbon."), turn_event("t1", "Porto."), turn_event("t2", "x")):
+        apply_event(writes, event)
+    writes.flush()
+    assert writes.collisions == ["turns 't1' already holds other content"]
+    assert db["turns"].count_documents({}) == 2
