@@ -41,14 +41,14 @@ class EventProducer:
     """Appends events to their topics, keyed by their stream key, waiting for the broker."""
 
     def __init__(self, kafka: KafkaSettings) -> None:
-        if not kafka.bootstrap_servers:
-            raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
         self._kafka = kafka
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
         if self._producer is not None:
             return
+        if not self._kafka.bootstrap_servers:
+            raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
         mode = self._kafka.idempotent_producer
         if mode != "off":
             try:
