@@ -14,7 +14,9 @@ Timed per size:
   built index: the filter pass, `UserIndex.similarities`, `keyword_scores` over every text and
   `combine`. `ReadModel.search` computes both scores whatever the mode;
 * **components** — the same query's `similarities`, `keyword_scores` and `combine` timed on
-  their own, to show where the time goes;
+  their own, to show where the time goes; and, for comparison, the similarities' matrix-vector
+  product done by `np.einsum` (numpy's own single-threaded loop) instead of `@` (OpenBLAS,
+  which starts threads of its own on a matrix of a few thousand rows or more);
 * **the proposed fast path** (`bench.search_eval.fast`) — its extra build step
   (`FastIndex.built`, on top of `UserIndex.built`) and its search, whose top 10 (ids and scores)
   must equal `ReadModel.search`'s for every query.
@@ -41,7 +43,7 @@ from memstream.search_index import UserIndex
 
 USER = "scale-user"
 MODEL = "synthetic"
-COMPONENTS = ("similarities", "keyword_scores", "combine")
+COMPONENTS = ("similarities", "similarities_einsum", "keyword_scores", "combine")
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,9 @@ def _time_components(
     similarities = index.similarities(vector, MODEL)
     report.components["similarities"].append(time.perf_counter() - started)
     started = time.perf_counter()
+    _einsum_similarities(index, vector)
+    report.components["similarities_einsum"].append(time.perf_counter() - started)
+    started = time.perf_counter()
     keyword_list = keyword_scores(query, texts)
     report.components["keyword_scores"].append(time.perf_counter() - started)
     vector_scores = {str(p): s for p, s in similarities.items()}
@@ -214,3 +219,11 @@ def _time_components(
     started = time.perf_counter()
     combine("hybrid", vector_scores, keyword, 10)
     report.components["combine"].append(time.perf_counter() - started)
+
+
+def _einsum_similarities(index: UserIndex, query: Sequence[float]) -> dict[int, float]:
+    """`UserIndex.similarities` with `np.einsum` for the product (the proposed change)."""
+    positions, matrix = index.matrices[MODEL]
+    vector = np.asarray(query, dtype=np.float32)
+    scores = np.einsum("ij,j->i", matrix, vector / (float(np.linalg.norm(vector)) or 1.0))
+    return {position: float(score) for position, score in zip(positions, scores, strict=True)}

@@ -69,15 +69,16 @@ def relative_score_fusion(
     vector: Mapping[str, float], keyword: Mapping[str, float], limit: int, weight: float
 ) -> list[tuple[str, float]]:
     """`weight` * min-max-normalised similarity + (1 - `weight`) * BM25 / best BM25, over the
-    memories with a vector; ordered like `handlers.search.ranking`."""
-    if not vector:
-        return []
-    low, high = min(vector.values()), max(vector.values())
-    spread = (high - low) or 1.0
+    memories in either ranking (a memory without a vector of the query's model gets 0 for its
+    similarity), ordered like `handlers.search.ranking`."""
+    low = min(vector.values(), default=0.0)
+    spread = (max(vector.values(), default=0.0) - low) or 1.0
     best = max(keyword.values(), default=0.0) or 1.0
+    keys = set(vector) | {key for key, score in keyword.items() if score > 0.0}
     scores = {
-        key: weight * (value - low) / spread + (1 - weight) * keyword.get(key, 0.0) / best
-        for key, value in vector.items()
+        key: weight * ((vector[key] - low) / spread if key in vector else 0.0)
+        + (1 - weight) * keyword.get(key, 0.0) / best
+        for key in keys
     }
     return [(key, scores[key]) for key in ranking(scores)[:limit]]
 
