@@ -4,7 +4,7 @@
     .venv/bin/python bench/reconcile_eval/run.py --local large              # packaged 1.5B model
     .venv/bin/python bench/reconcile_eval/run.py --base-url URL --model NAME [--api-key KEY]
         [--pairs FILE] [--pair ID ...] [--reinforce R --ask A] [--distractors 2]
-        [--out report.json] [--timeout 900] [--no-warmup]
+        [--system-prompt FILE] [--out report.json] [--timeout 900] [--no-warmup]
 
 Every memory text of the labelled pairs (``pairs.json``, format in `bench.reconcile_eval.pairs`)
 is embedded with the local embedder (`memstream.local.embedder`), rounded as the pipeline stores
@@ -18,7 +18,10 @@ defaults the documented rule picks (`bench.reconcile_eval.scoring.choose_thresho
 `handlers.reconcile.reconcile` at those thresholds, with `handlers.reconcile_prompt.ask` as its
 LLM port exactly as the extraction stage wires it (``attempts`` retries with the reason), and
 the decision is scored. Tables go to stdout; ``--out`` writes JSON with every pair's
-similarities, zone, LLM answers and verdict.
+similarities, zone, LLM answers and verdict. ``--system-prompt FILE`` replaces
+`handlers.reconcile_prompt.SYSTEM_PROMPT` for this run only, to measure a candidate prompt
+before proposing it (the user turn and the strict parser stay the handler's). ``--report FILE``
+prints the tables of a saved JSON report again, without any model.
 
 With ``--local small|large`` the script starts the packaged llama.cpp server itself
 (`memstream.local.llm.start_local_llm`) and stops it afterwards; check first that no other model
@@ -32,7 +35,6 @@ import asyncio
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -46,15 +48,13 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from bench.reconcile_eval.pairs import (
     DEFAULT_PAIRS_FILE,
-    KINDS,
-    LANGUAGES,
     Pair,
     parse_pairs,
     scope_for,
     texts,
 )
 from bench.reconcile_eval.scoring import (
-    ACTIONS,
+    HARMS,
     Choice,
     Outcome,
     Ranked,
@@ -64,17 +64,14 @@ from bench.reconcile_eval.scoring import (
     choose_thresholds,
     confusion,
     counts,
-    fraction,
-    grid,
     groups,
+    harm,
     llm_usage,
-    markdown_table,
-    percent,
-    reinforce_would_be_right,
     sweep,
     tally,
     zone,
 )
+from bench.reconcile_eval.tables import GRID, report
 from events.memories import Evidence, MemoryAdded, MemoryUpdated, Provenance
 from handlers import reconcile_prompt
 from handlers.extraction.results import rounded
@@ -93,7 +90,6 @@ from handlers.reconcile import (
 )
 from memstream.providers import OpenAIChatModel
 
-GRID = grid(0.80, 1.00, 0.005)
 RULE = SelectionRule()
 CONFIG_DEFAULTS = (0.95, 0.86)
 """`memstream.config.ReconcileSettings` defaults when this benchmark was written."""
@@ -270,196 +266,6 @@ def _print_outcome(outcome: Outcome, ranked: Ranked) -> None:
     )
 
 
-# --- tables -------------------------------------------------------------------------------------
-
-
-def similarity_table(rankeds: Sequence[Ranked]) -> str:
-    """Min / median / max cosine of each pair's own two memories, by kind and language."""
-    rows = []
-    for kind in KINDS:
-        for language in LANGUAGES:
-            values = [
-                r.similarity for r in rankeds if r.pair.kind == kind and r.pair.language == language
-            ]
-            if values:
-                rows.append(
-                    [
-                        kind,
-                        language,
-                        str(len(values)),
-                        f"{min(values):.3f}",
-                        f"{statistics.median(values):.3f}",
-                        f"{max(values):.3f}",
-                    ]
-                )
-    return markdown_table(["kind", "language", "pairs", "min", "median", "max"], rows)
-
-
-def reinforce_table(rankeds: Sequence[Ranked], values: Sequence[float]) -> str:
-    """How many pairs a rule REINFORCE takes, and gets wrong, as `reinforce` falls."""
-    rows = []
-    for value in sorted(values, reverse=True):
-        taken = [r for r in rankeds if r.best is not None and r.best >= value]
-        wrong = [r for r in taken if not reinforce_would_be_right(r)]
-        by_kind = ", ".join(
-            f"{kind} {n}" for kind in KINDS if (n := sum(r.pair.kind == kind for r in wrong))
-        )
-        rows.append([f"{value:.3f}", str(len(taken)), str(len(wrong)), by_kind or "-"])
-    return markdown_table(["reinforce", "REINFORCE zone", "wrong", "wrong, by kind"], rows)
-
-
-def ask_table(
-    rankeds: Sequence[Ranked], reinforce: float, values: Sequence[float], max_options: int
-) -> str:
-    """What the ADD zone swallows and what the LLM gets as `ask` falls (at `reinforce`)."""
-    rows = []
-    for value in sorted((v for v in values if v <= reinforce), reverse=True):
-        c = counts(rankeds, reinforce, value, max_options)
-        below = [r for r in rankeds if zone(r, reinforce, value) == "ADD"]
-        rows.append(
-            [
-                f"{value:.3f}",
-                str(c.added),
-                str(sum(r.pair.expected == "UPDATE" for r in below)),
-                str(sum(r.pair.expected == "REINFORCE" for r in below)),
-                fraction(c.asked, c.pairs),
-                percent(c.rule_accuracy),
-                percent(c.best_case_accuracy),
-            ]
-        )
-    return markdown_table(
-        [
-            "ask",
-            "ADD zone",
-            "swallowed UPDATE",
-            "swallowed REINFORCE",
-            "LLM zone",
-            "rule zones right",
-            "best case",
-        ],
-        rows,
-    )
-
-
-def zones_table(
-    rankeds: Sequence[Ranked],
-    thresholds: Thresholds,
-    outcomes: Sequence[Outcome] | None,
-) -> str:
-    """Per group: the zones at `thresholds`, rule-zone accuracy and end-to-end accuracy."""
-    by_id = {r.pair.id: r for r in rankeds}
-    results = {o.pair.id: o for o in outcomes or ()}
-    rows = []
-    for label, ids in groups(r.pair for r in rankeds):
-        c = counts(
-            [by_id[i] for i in ids], thresholds.reinforce, thresholds.ask, thresholds.max_options
-        )
-        row = [
-            label,
-            str(c.pairs),
-            f"{c.reinforced} ({c.reinforced_wrong})",
-            str(c.asked),
-            f"{c.added} ({c.added_wrong})",
-            fraction(c.rule_right, c.rule_decided),
-        ]
-        if outcomes is not None:
-            asked = [results[i] for i in ids if results[i].zone == "LLM"]
-            row.append(fraction(sum(o.right for o in asked), len(asked)))
-            row.append(fraction(sum(results[i].right for i in ids), len(ids)))
-        rows.append(row)
-    headers = [
-        "group",
-        "pairs",
-        "REINFORCE zone (wrong)",
-        "LLM zone",
-        "ADD zone (wrong)",
-        "rule zones right",
-    ]
-    if outcomes is not None:
-        headers += ["LLM band right", "end to end right"]
-    return markdown_table(headers, rows)
-
-
-def compare_table(
-    rankeds: Sequence[Ranked], settings: Sequence[tuple[str, float, float]], max_options: int
-) -> str:
-    rows = []
-    for label, reinforce, ask in settings:
-        c = counts(rankeds, reinforce, ask, max_options)
-        rows.append(
-            [
-                label,
-                f"{reinforce:.3f} / {ask:.3f}",
-                f"{c.reinforced} ({c.reinforced_wrong})",
-                fraction(c.asked, c.pairs),
-                f"{c.added} ({c.added_wrong})",
-                fraction(c.rule_right, c.rule_decided),
-                percent(c.best_case_accuracy),
-            ]
-        )
-    return markdown_table(
-        [
-            "thresholds",
-            "reinforce / ask",
-            "REINFORCE zone (wrong)",
-            "LLM zone",
-            "ADD zone (wrong)",
-            "rule zones right",
-            "best case",
-        ],
-        rows,
-    )
-
-
-def confusion_table(outcomes: Sequence[Outcome]) -> str:
-    table = confusion(outcomes)
-    columns = [*ACTIONS, *sorted({d for row in table.values() for d in row} - set(ACTIONS))]
-    rows = [
-        [f"{expected} expected", *(str(table[expected].get(column, 0)) for column in columns)]
-        for expected in ACTIONS
-    ]
-    return markdown_table(["", *(f"decided {c}" for c in columns)], rows)
-
-
-def usage_table(outcomes: Sequence[Outcome]) -> str:
-    usage = llm_usage(outcomes)
-    requests = usage.requests or 1
-    seconds = usage.seconds
-    return markdown_table(
-        ["score", "value"],
-        [
-            ["pairs asked (LLM calls)", str(usage.asked)],
-            ["requests (with retries)", str(usage.requests)],
-            ["no usable answer (ADDed)", str(usage.unusable)],
-            ["prompt tokens / request", f"{usage.prompt_tokens / requests:.0f}"],
-            ["completion tokens / request", f"{usage.completion_tokens / requests:.1f}"],
-            [
-                "seconds / request: mean, median, max",
-                f"{usage.mean_seconds or 0:.1f}, {usage.median_seconds or 0:.1f}, "
-                f"{max(seconds, default=0):.1f}",
-            ],
-            ["seconds, all requests", f"{sum(seconds):.0f}"],
-        ],
-    )
-
-
-def choice_text(choice: Choice, rule: SelectionRule, should: int) -> str:
-    highest = (
-        f"the highest wrong rule REINFORCE is {choice.highest_wrong_reinforce_pair} at "
-        f"{choice.highest_wrong_reinforce:.3f}"
-        if choice.highest_wrong_reinforce is not None
-        else "no rule REINFORCE is wrong"
-    )
-    swallowed = ", ".join(choice.swallowed) or "none"
-    return (
-        f"reinforce = {choice.reinforce:.3f}: the smallest grid value more than {rule.margin} "
-        f"above every wrong rule REINFORCE ({highest}).\n"
-        f"ask = {choice.ask:.3f}: the largest grid value at which the ADD zone swallows at most "
-        f"{percent(rule.max_swallowed)} ({choice.swallow_budget}) of the {should} pairs that "
-        f"should UPDATE or REINFORCE; it swallows {len(choice.swallowed)}: {swallowed}."
-    )
-
-
 # --- JSON ---------------------------------------------------------------------------------------
 
 
@@ -499,6 +305,7 @@ def report_json(
     max_options: int,
     distractors: int,
     attempts: int,
+    system_prompt: Path | None,
     outcomes: Sequence[Outcome] | None,
 ) -> dict[str, Any]:
     rankeds = [item.ranked for item in prepared]
@@ -513,6 +320,8 @@ def report_json(
         "llm_model": model,
         "base_url": base_url,
         "prompt_version": reconcile_prompt.PROMPT_VERSION,
+        "system_prompt_file": str(system_prompt) if system_prompt else None,
+        "system_prompt": reconcile_prompt.SYSTEM_PROMPT,
         "distractors": distractors,
         "attempts": attempts,
         "selection_rule": asdict(rule),
@@ -536,6 +345,7 @@ def report_json(
             for label, ids in groups(o.pair for o in outcomes)
         }
         document["confusion"] = confusion(outcomes)
+        document["harm"] = {kind: sum(harm(o) == kind for o in outcomes) for kind in HARMS}
         document["llm_usage"] = {
             **asdict(usage),
             "mean_seconds": usage.mean_seconds,
@@ -566,6 +376,7 @@ def report_json(
                 "target": outcome.target,
                 "decided": outcome.decided,
                 "right": outcome.right,
+                "harm": harm(outcome),
                 "note": outcome.reason,
                 "shown": list(outcome.shown),
                 "unusable": outcome.unusable,
@@ -601,6 +412,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
     parser.add_argument("--max-tokens", type=int, default=1024)
     parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up")
+    parser.add_argument(
+        "--system-prompt", type=Path, help="use this system prompt instead of the handler's"
+    )
+    parser.add_argument(
+        "--report", type=Path, help="print the tables of a saved JSON report again, and stop"
+    )
     args = parser.parse_args(argv)
     if args.local and (args.base_url or args.model):
         parser.error("--local starts its own server: do not also give --base-url/--model")
@@ -612,12 +429,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     everyone = parse_pairs(json.loads(args.pairs.read_text(encoding="utf-8")))
+    if args.report:
+        return print_saved(args.report, everyone)
     pairs = everyone
     if args.pair:
         unknown = sorted(set(args.pair) - {pair.id for pair in everyone})
         if unknown:
             raise SystemExit(f"unknown pair ids: {', '.join(unknown)}")
         pairs = [pair for pair in everyone if pair.id in args.pair]
+    if args.system_prompt:
+        reconcile_prompt.SYSTEM_PROMPT = args.system_prompt.read_text(encoding="utf-8")
     model_name, dimension, vectors = embed(everyone)
     prepared = prepare(
         pairs, everyone, vectors, model=model_name, distractor_count=args.distractors
@@ -629,40 +450,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         ask=choice.ask if args.ask is None else args.ask,
         max_options=args.max_options,
     )
-    should = sum(r.pair.expected != "ADD" for r in rankeds)
-    print(f"{len(pairs)} pairs, embedded with {model_name}\n")
-    print("Similarity of each pair's two memories:\n")
-    print(similarity_table(rankeds))
-    print("\nRule REINFORCE as the threshold falls:\n")
-    print(reinforce_table(rankeds, grid(0.90, 1.00, 0.005)))
-    print(f"\nADD zone as ask falls (reinforce = {thresholds.reinforce:.3f}):\n")
-    print(ask_table(rankeds, thresholds.reinforce, grid(0.80, 1.00, 0.01), args.max_options))
-    print("\nChosen by the rule:\n")
-    print(choice_text(choice, RULE, should))
-    print("\nThe chosen thresholds against the configured defaults:\n")
-    print(
-        compare_table(
-            rankeds,
-            [
-                ("chosen", choice.reinforce, choice.ask),
-                ("config defaults", *CONFIG_DEFAULTS),
-            ],
-            args.max_options,
-        )
-    )
     outcomes: list[Outcome] | None = None
     model: str | None = None
     base_url: str | None = None
     if not args.embed_only:
         outcomes, model, base_url = run_llm(args, prepared, thresholds, (model_name, dimension))
-    print(f"\nAt reinforce = {thresholds.reinforce:.3f}, ask = {thresholds.ask:.3f}:\n")
-    print(zones_table(rankeds, thresholds, outcomes))
-    if outcomes is not None:
-        print("\nDecisions, end to end:\n")
-        print(confusion_table(outcomes))
-        print("\nLLM band:\n")
-        print(usage_table(outcomes))
-        _print_wrong(outcomes)
+    print()
+    print(
+        report(
+            rankeds,
+            embedding_model=model_name,
+            rule=RULE,
+            choice=choice,
+            thresholds=thresholds,
+            config_defaults=CONFIG_DEFAULTS,
+            outcomes=outcomes,
+        )
+    )
     if args.out:
         document = report_json(
             command=["bench/reconcile_eval/run.py", *(argv or sys.argv[1:])],
@@ -676,6 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_options=args.max_options,
             distractors=args.distractors,
             attempts=args.attempts,
+            system_prompt=args.system_prompt,
             outcomes=outcomes,
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -684,6 +489,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"\nreport written to {args.out}")
     return 0
+
+
+def print_saved(path: Path, everyone: Sequence[Pair]) -> int:
+    """Print the tables of a saved JSON report again (no model needed)."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    rankeds, outcomes = saved_run(document, everyone)
+    rule = SelectionRule(**document["selection_rule"])
+    choice_fields = {**document["choice"], "swallowed": tuple(document["choice"]["swallowed"])}
+    print(
+        report(
+            rankeds,
+            embedding_model=document["embedding_model"]["name"],
+            rule=rule,
+            choice=Choice(**choice_fields),
+            thresholds=Thresholds(**document["thresholds"]),
+            config_defaults=CONFIG_DEFAULTS,
+            outcomes=outcomes,
+        )
+    )
+    return 0
+
+
+def saved_run(
+    document: Mapping[str, Any], everyone: Sequence[Pair]
+) -> tuple[list[Ranked], list[Outcome] | None]:
+    """The rankings and outcomes of a saved JSON report (its pairs looked up in `everyone`)."""
+    by_id = {pair.id: pair for pair in everyone}
+    rankeds: list[Ranked] = []
+    outcomes: list[Outcome] = []
+    for entry in document["pairs"]:
+        pair = by_id[entry["id"]]
+        rankeds.append(
+            Ranked(
+                pair=pair,
+                candidates=tuple((c["memory_id"], c["similarity"]) for c in entry["candidates"]),
+                similarity=entry["similarity"],
+            )
+        )
+        decision = entry.get("decision")
+        if decision is not None:
+            outcomes.append(
+                Outcome(
+                    pair=pair,
+                    zone=entry["zone"],
+                    action=decision["action"],
+                    target=decision["target"],
+                    reason=decision["note"],
+                    shown=tuple(decision["shown"]),
+                    requests=tuple(Request(**request) for request in decision["requests"]),
+                    unusable=decision["unusable"],
+                    failure=decision["failure"],
+                )
+            )
+    return rankeds, outcomes if outcomes else None
 
 
 def run_llm(
@@ -742,24 +601,6 @@ def _run(
             warmup=not args.no_warmup,
         )
     )
-
-
-def _print_wrong(outcomes: Sequence[Outcome]) -> None:
-    lines = []
-    for outcome in outcomes:
-        if outcome.right:
-            continue
-        pair = outcome.pair
-        answer = outcome.requests[-1].text.strip() if outcome.requests else ""
-        lines.append(
-            f"{pair.id} ({outcome.zone}): expected {pair.expected}, decided {outcome.decided}"
-            f" — {pair.existing.text} → {pair.new.text}"
-            + (f"; shown {list(outcome.shown)}; answer {answer[:200]!r}" if answer else "")
-            + (f"; {outcome.failure}" if outcome.failure else "")
-        )
-    if lines:
-        print("\nwrong decisions:")
-        print("\n".join(f"  {line}" for line in lines))
 
 
 if __name__ == "__main__":

@@ -259,6 +259,40 @@ class Outcome:
         return self.action
 
 
+Harm = Literal["none", "fact lost", "stale or duplicate kept", "bookkeeping only", "failed"]
+HARMS: tuple[Harm, ...] = (
+    "none",
+    "fact lost",
+    "stale or duplicate kept",
+    "bookkeeping only",
+    "failed",
+)
+
+
+def harm(outcome: Outcome) -> Harm:
+    """What a decision does to the store, worst first:
+
+    * ``fact lost`` — a REINFORCE of a memory that was no paraphrase drops the new fact (or the
+      new value of an update); an UPDATE of a memory that still holds (another fact, or a
+      distractor) supersedes it;
+    * ``stale or duplicate kept`` — an ADD instead of an UPDATE leaves the old value beside the
+      new one as if both held; instead of a REINFORCE, a duplicate;
+    * ``bookkeeping only`` — a paraphrase written as a new version of its own memory, or
+      counted as evidence for another memory: every fact is still stored as it holds;
+    * ``failed`` — no decision (the LLM was unreachable).
+    """
+    pair, action, target = outcome.pair, outcome.action, outcome.target
+    if action is None:
+        return "failed"
+    if outcome.right:
+        return "none"
+    if action == "ADD":
+        return "stale or duplicate kept"
+    if pair.expected == "REINFORCE" and (action == "REINFORCE" or target == pair.existing_id):
+        return "bookkeeping only"
+    return "fact lost"
+
+
 @dataclass(frozen=True)
 class Tally:
     right: int

@@ -19,8 +19,9 @@ from bench.reconcile_eval.pairs import (
     parse_pairs,
     scope_for,
 )
-from bench.reconcile_eval.run import Prepared, decide, prepare
+from bench.reconcile_eval.run import Prepared, decide, prepare, report_json, saved_run
 from bench.reconcile_eval.scoring import (
+    Choice,
     Outcome,
     Ranked,
     Request,
@@ -31,12 +32,14 @@ from bench.reconcile_eval.scoring import (
     fraction,
     grid,
     groups,
+    harm,
     llm_usage,
     markdown_table,
     resolvable,
     right,
     zone,
 )
+from bench.reconcile_eval.tables import report
 from events.memories import Provenance
 from handlers.ports import ChatAnswer
 from handlers.reconcile import Thresholds
@@ -277,6 +280,27 @@ def test_confusion_separates_the_right_action_on_the_wrong_memory() -> None:
     assert table["REINFORCE"] == {}
 
 
+@pytest.mark.parametrize(
+    ("kind", "action", "target", "expected"),
+    [
+        ("update", "UPDATE", "p/existing", "none"),
+        ("different-fact", "UPDATE", "p/existing", "fact lost"),  # a true fact superseded
+        ("different-fact", "REINFORCE", "p/existing", "fact lost"),  # the new fact dropped
+        ("update", "REINFORCE", "p/existing", "fact lost"),  # the new value dropped
+        ("paraphrase", "UPDATE", "x/existing", "fact lost"),  # an unrelated memory superseded
+        ("update", "ADD", None, "stale or duplicate kept"),
+        ("paraphrase", "ADD", None, "stale or duplicate kept"),
+        ("paraphrase", "UPDATE", "p/existing", "bookkeeping only"),
+        ("paraphrase", "REINFORCE", "x/existing", "bookkeeping only"),
+        ("paraphrase", None, None, "failed"),
+    ],
+)
+def test_harm_says_what_a_wrong_decision_does_to_the_store(
+    kind: str, action: Any, target: str | None, expected: str
+) -> None:
+    assert harm(outcome(pair("p", kind), action, target)) == expected
+
+
 def test_llm_usage_counts_only_the_band() -> None:
     u = pair("u")
     asked = outcome(
@@ -370,3 +394,43 @@ def test_rule_zones_decide_without_the_llm() -> None:
     )
     assert (added.zone, added.action, added.right) == ("ADD", "ADD", True)
     assert llm.prompts == []
+
+
+def test_a_saved_report_gives_back_the_same_rankings_outcomes_and_tables() -> None:
+    item = prepared_pair("update", 0.93, distractor=0.95)
+    llm = ScriptedLLM('{"action": "UPDATE", "existing": 2, "reason": "moved"}')
+    result = decided(item, llm, THRESHOLDS)
+    choice = Choice(0.99, 0.9, 0.96, "x", ("y",), 1)
+    document = report_json(
+        command=["run.py"],
+        embedding=(MODEL, 2),
+        model="scripted",
+        base_url=None,
+        prepared=[item],
+        rule=SelectionRule(),
+        choice=choice,
+        thresholds=THRESHOLDS,
+        max_options=3,
+        distractors=2,
+        attempts=2,
+        system_prompt=None,
+        outcomes=[result],
+    )
+    document = json.loads(json.dumps(document))
+    assert document["pairs"][0]["decision"]["harm"] == "none"
+    rankeds, outcomes = saved_run(document, [item.ranked.pair])
+    assert outcomes is not None
+    assert rankeds[0].candidates == tuple(
+        (memory_id, round(similarity, 6)) for memory_id, similarity in item.ranked.candidates
+    )
+    assert outcomes == [result]
+    tables = report(
+        rankeds,
+        embedding_model=MODEL,
+        rule=SelectionRule(),
+        choice=choice,
+        thresholds=THRESHOLDS,
+        config_defaults=(0.95, 0.86),
+        outcomes=outcomes,
+    )
+    assert "| all " in tables and "LLM band:" in tables
