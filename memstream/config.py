@@ -147,9 +147,9 @@ class ReconcileSettings(_Section):
     use. The defaults were chosen for the local model on a labelled set of memory pairs
     (`bench/reconcile_eval`); another embedding model needs its own (rerun that benchmark)."""
 
-    reinforce_threshold: float = Field(default=0.95, ge=-1, le=1)
+    reinforce_threshold: float = Field(default=0.995, ge=-1, le=1)
     """At or above: the new memory restates the most similar one (REINFORCE, no LLM call)."""
-    ask_threshold: float = Field(default=0.86, ge=-1, le=1)
+    ask_threshold: float = Field(default=0.89, ge=-1, le=1)
     """At or above (and below `reinforce_threshold`): the LLM decides among the candidates."""
     max_options: int = Field(default=3, ge=1, le=10)
     """How many candidates the LLM is shown at most."""
