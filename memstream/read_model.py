@@ -19,7 +19,7 @@ from events.memories import MemoryType
 from handlers.history import state_as_of
 from handlers.messages import ChatMessage
 from handlers.rendering import session_context
-from handlers.search import SearchMode, combine, keyword_scores
+from handlers.search import Filters, SearchMode
 from memstream.search_index import INDEXED_FIELDS, SearchIndex, UserIndex
 from projections.store import MEMORIES, MEMORY_EVENTS, PROFILES, SAVES, SNAPSHOTS, TURNS
 
@@ -107,26 +107,14 @@ class ReadModel:
         """The user's current memories best matching `query` (hybrid by default), with
         `score`, `vector_score` and `keyword_score`."""
         index = await self._user_index(user_id)
-        chosen = [
-            position
-            for position, document in enumerate(index.documents)
-            if (not types or document["memory_type"] in types)
-            and (agent_id is None or document.get("agent_id") == agent_id)
-            and (subject is None or str(document["subject"]).casefold() == subject.casefold())
-            and (owner is None or document["owner"] == owner)
-            and (category is None or document.get("category") == category)
-            and (since is None or document["created_at"] >= since)
-            and (until is None or document["created_at"] <= until)
-        ]
-        similarities = index.similarities(query_vector, embedding_model)
-        vector = {str(p): similarities[p] for p in chosen if p in similarities}
-        texts = [index.documents[p]["text"] for p in chosen]
-        keyword = {str(p): s for p, s in zip(chosen, keyword_scores(query, texts), strict=True)}
+        filters = Filters(types, agent_id, subject, owner, category, since, until)
         found = []
-        for key, score in combine(mode, vector, keyword, limit):
-            document = dict(index.documents[int(key)])
+        for hit in index.search(
+            query, query_vector, embedding_model, mode=mode, limit=limit, filters=filters
+        ):
+            document = dict(index.documents[hit.position])
             document.update(
-                score=score, vector_score=vector.get(key), keyword_score=keyword.get(key, 0.0)
+                score=hit.score, vector_score=hit.vector_score, keyword_score=hit.keyword_score
             )
             found.append(document)
         return found

@@ -1,11 +1,15 @@
-"""The in-process vector index behind `search`: one user's current memories as a numpy matrix.
+"""The in-process index behind `search`: one user's current memories, ready to rank.
 
 Why in-process (docs/architecture.md, "Search"): MongoDB's `$vectorSearch` needs Atlas (or an
 Atlas-compatible deployment with a search node); a plain `mongod` and the embedded SecantusDB
-answer it with an error (checked at first use, see `memstream.read_model`). Search is always
-scoped to one user, so the index is per user: the user's current memories, their vectors
-normalised in one float32 matrix, scored by one matrix-vector product (brute force — exact, and
-measured in `bench/` at 1k, 10k and 100k memories per user).
+answer it with an error. Search is always scoped to one user, so the index is per user: the
+user's current memories, their vectors normalised in one float32 matrix per embedding model and
+scored by one matrix-vector product — brute force, exact — beside what `handlers.search` ranks
+with (keyword postings, filter columns, the id order), all built once per index.
+
+**Cost** (bench/search_eval/RESULTS.md): a search reads the whole matrix, so its time grows
+linearly with the user's memories (100,000 * 384 float32 = 154 MB per query); the build
+tokenises every text and converts every vector, and is repeated whole after any change.
 
 **Freshness.** A user's index is rebuilt when the number of the user's entries in
 `memory_events` changed since it was built. The projector appends an event's entry after it
@@ -16,11 +20,22 @@ repaired when the event is redelivered (until then search may miss that one chan
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from handlers.search import (
+    FilterColumns,
+    Filters,
+    Floats,
+    KeywordIndex,
+    Mask,
+    Positions,
+    SearchMode,
+    ranked,
+)
 
 Document = dict[str, Any]
 INDEXED_FIELDS = {
@@ -43,44 +58,104 @@ INDEXED_FIELDS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the memory's position in `UserIndex.documents` and its scores."""
+
+    position: int
+    score: float
+    vector_score: float | None
+    """None when the memory has no vector of the query's model."""
+    keyword_score: float
+
+
+@dataclass(frozen=True)
 class UserIndex:
-    """One user's current memories: their documents (without vectors) and vectors by model."""
+    """One user's current memories: their documents (without vectors), vectors by model, and
+    what `handlers.search` ranks with — keyword postings, filter columns, the id order."""
 
     revision: int
     documents: list[Document]
-    matrices: dict[str, tuple[list[int], NDArray[np.float32]]] = field(default_factory=dict)
+    matrices: dict[str, tuple[Positions, NDArray[np.float32]]]
+    """Per embedding model: the positions of its memories and their normalised vectors."""
+    keywords: KeywordIndex
+    columns: FilterColumns
+    tie_order: Positions
+    """Rank of each position's memory id among the ids: equal scores rank by id."""
 
     @classmethod
     def built(cls, revision: int, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
         kept: list[Document] = []
-        vectors: dict[str, list[tuple[int, list[float]]]] = {}
+        vectors: dict[str, tuple[list[int], list[Sequence[float]]]] = {}
         for document in documents:
             embedding = document.get("embedding") or []
-            row = {k: v for k, v in document.items() if k != "embedding"}
-            kept.append(row)
+            kept.append({k: v for k, v in document.items() if k != "embedding"})
             if embedding:
                 model = str(document.get("embedding_model") or "")
-                vectors.setdefault(model, []).append((len(kept) - 1, list(embedding)))
-        index = cls(revision, kept)
-        for model, rows in vectors.items():
-            matrix = np.asarray([vector for _, vector in rows], dtype=np.float32)
+                positions, rows = vectors.setdefault(model, ([], []))
+                positions.append(len(kept) - 1)
+                rows.append(embedding)
+        matrices = {}
+        for model, (positions, rows) in vectors.items():
+            matrix = np.asarray(rows, dtype=np.float32)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             matrix /= np.where(norms == 0, 1, norms)
-            index.matrices[model] = ([position for position, _ in rows], matrix)
-        return index
+            matrices[model] = (np.asarray(positions, dtype=np.int64), matrix)
+        ids = [str(document.get("memory_id")) for document in kept]
+        tie_order = np.empty(len(kept), dtype=np.int64)
+        tie_order[sorted(range(len(kept)), key=ids.__getitem__)] = np.arange(len(kept))
+        return cls(
+            revision,
+            kept,
+            matrices,
+            KeywordIndex.built([str(document.get("text") or "") for document in kept]),
+            FilterColumns.built(kept),
+            tie_order,
+        )
 
-    def similarities(self, query: Sequence[float], model: str) -> dict[int, float]:
-        """Cosine similarity of each memory embedded by `model` to `query` (by position)."""
-        positions, matrix = self.matrices.get(model, ([], np.zeros((0, 0), dtype=np.float32)))
-        if not positions:
-            return {}
+    def vector_scores(self, query: Sequence[float], model: str) -> tuple[Floats, Mask]:
+        """Cosine similarity of each memory embedded by `model` to `query`, by position, and
+        which positions have one (a query of another dimension matches none)."""
+        scores = np.zeros(len(self.documents), dtype=np.float64)
+        present = np.zeros(len(self.documents), dtype=np.bool_)
+        if model not in self.matrices:
+            return scores, present
+        positions, matrix = self.matrices[model]
         vector = np.asarray(query, dtype=np.float32)
-        if vector.shape[0] != matrix.shape[1]:
-            return {}
+        if vector.shape != (matrix.shape[1],):
+            return scores, present
         norm = float(np.linalg.norm(vector)) or 1.0
-        scores = matrix @ (vector / norm)
-        return {position: float(score) for position, score in zip(positions, scores, strict=True)}
+        scores[positions] = matrix @ (vector / norm)
+        present[positions] = True
+        return scores, present
+
+    def search(
+        self,
+        query: str,
+        vector: Sequence[float],
+        model: str,
+        *,
+        mode: SearchMode,
+        limit: int,
+        filters: Filters,
+    ) -> list[Hit]:
+        """The `limit` best memories passing `filters` (`handlers.search.combine`, computed by
+        `handlers.search.ranked`)."""
+        chosen = self.columns.mask(filters)
+        similarity, present = self.vector_scores(vector, model)
+        with_vector = chosen & present
+        keyword = self.keywords.scores(query, chosen)
+        return [
+            Hit(
+                position,
+                score,
+                float(similarity[position]) if with_vector[position] else None,
+                float(keyword[position]),
+            )
+            for position, score in ranked(
+                mode, similarity, with_vector, keyword, chosen, self.tie_order, limit
+            )
+        ]
 
 
 class SearchIndex:

@@ -1,25 +1,26 @@
 """Search latency as one user's index grows: synthetic memories at 1k, 10k, 100k.
 
 Each size gets `n` synthetic current memories: random unit vectors of the embedder's dimension
-(as lists of floats, which is what MongoDB returns) and short texts — 70% English, "The user"
-and 6-14 words drawn from the labelled set's English vocabulary; 30% Chinese, "用户" and 8-20
-characters drawn from its Chinese characters — so keyword scoring sees realistic token counts.
-Queries are the labelled queries' texts (cycled) with random unit vectors.
+(as lists of floats, which is what MongoDB returns), the four memory types in turn, and short
+texts — 70% English, "The user" and 6-14 words drawn from the labelled set's English vocabulary;
+30% Chinese, "用户" and 8-20 characters drawn from its Chinese characters — so keyword scoring
+sees realistic token counts. Queries are the labelled queries' texts (cycled) with random unit
+vectors.
 
 Timed per size:
 
 * **build** — `UserIndex.built(revision, documents)` on documents already in memory (the
-  MongoDB fetch is not included);
-* **search** — one `ReadModel.search(mode="hybrid", limit=10)` call (the SDK's default) on the
-  built index: the filter pass, `UserIndex.similarities`, `keyword_scores` over every text and
-  `combine`. `ReadModel.search` computes both scores whatever the mode;
-* **components** — the same query's `similarities`, `keyword_scores` and `combine` timed on
-  their own, to show where the time goes; and, for comparison, the similarities' matrix-vector
-  product done by `np.einsum` (numpy's own single-threaded loop) instead of `@` (OpenBLAS,
-  which starts threads of its own on a matrix of a few thousand rows or more);
-* **the proposed fast path** (`bench.search_eval.fast`) — its extra build step
-  (`FastIndex.built`, on top of `UserIndex.built`) and its search, whose top 10 (ids and scores)
-  must equal `ReadModel.search`'s for every query.
+  MongoDB fetch is not included): the vector matrix, the keyword postings, the filter columns
+  and the id order. Of which keywords: `KeywordIndex.built` over the same texts, timed once.
+* **search** — one `ReadModel.search(limit=10)` call per query, in each mode, and in hybrid
+  mode (the default) with a filter on the memory type (a quarter of the memories pass).
+* **steps** of the unfiltered hybrid search, each timed on its own: the filter mask, the
+  similarities (`UserIndex.vector_scores`: one matrix-vector product), the keyword scores
+  (`KeywordIndex.scores`) and the ranking (`handlers.search.ranked`).
+* **the definitions** — for the first `checked` queries, unfiltered and filtered hybrid
+  searches by `reference.reference_search` (every text tokenised, every candidate sorted in
+  Python: what the SDK did before the fast path), timed, and their top 10 — ids, scores,
+  vector and keyword scores — compared with `ReadModel.search`'s.
 """
 
 from __future__ import annotations
@@ -34,16 +35,26 @@ from typing import Any
 
 import numpy as np
 
-from bench.search_eval.dataset import CREATED, LabelledSet
-from bench.search_eval.fast import FastIndex
+from bench.search_eval.dataset import CREATED, MEMORY_TYPES, LabelledSet
 from bench.search_eval.pipeline import InMemoryReadModel
+from bench.search_eval.reference import Result, reference_search
 from bench.search_eval.scoring import percentile
-from handlers.search import combine, keyword_scores
+from events.memories import MemoryType
+from handlers.search import Filters, KeywordIndex, SearchMode, ranked
 from memstream.search_index import UserIndex
 
 USER = "scale-user"
 MODEL = "synthetic"
-COMPONENTS = ("similarities", "similarities_einsum", "keyword_scores", "combine")
+LIMIT = 10
+ONE_TYPE: tuple[MemoryType, ...] = ("semantic",)
+SEARCHES: dict[str, tuple[SearchMode, tuple[MemoryType, ...]]] = {
+    "vector": ("vector", ()),
+    "keyword": ("keyword", ()),
+    "hybrid": ("hybrid", ()),
+    "hybrid, one type": ("hybrid", ONE_TYPE),
+}
+"""Name → mode and the memory types searched (none: all)."""
+STEPS = ("mask", "vector_scores", "keyword_scores", "ranked")
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,7 @@ def synthetic_documents(
             "memory_id": f"m{i:06d}",
             "version": 1,
             "status": "current",
-            "memory_type": "semantic",
+            "memory_type": MEMORY_TYPES[i % len(MEMORY_TYPES)],
             "user_id": USER,
             "agent_id": None,
             "subject": "the user",
@@ -100,37 +111,38 @@ class SizeReport:
 
     size: int
     build: list[float] = field(default_factory=list)
-    search: list[float] = field(default_factory=list)
-    components: dict[str, list[float]] = field(
-        default_factory=lambda: {name: [] for name in COMPONENTS}
-    )
-    fast_build: list[float] = field(default_factory=list)
-    fast_search: list[float] = field(default_factory=list)
-    fast_mismatches: list[int] = field(default_factory=list)
-    """Indexes of the queries whose fast top 10 differs from the SDK's."""
+    keyword_build: list[float] = field(default_factory=list)
+    search: dict[str, list[float]] = field(default_factory=lambda: {n: [] for n in SEARCHES})
+    steps: dict[str, list[float]] = field(default_factory=lambda: {n: [] for n in STEPS})
+    reference: list[float] = field(default_factory=list)
+    differing: list[dict[str, Any]] = field(default_factory=list)
+    """The checked searches whose top 10 differs from the definitions'."""
 
     def summary(self) -> dict[str, Any]:
-        def ms(values: Sequence[float]) -> dict[str, float]:
-            scaled = [v * 1000 for v in values]
-            return {"p50": percentile(scaled, 50), "p95": percentile(scaled, 95)}
-
-        def runs(values: Sequence[float]) -> dict[str, Any]:
-            scaled = [v * 1000 for v in values]
-            return {"median": percentile(scaled, 50), "runs": scaled}
-
         return {
             "size": self.size,
-            "queries": len(self.search),
-            "build_ms": runs(self.build),
-            "search_ms": ms(self.search),
-            "components_ms": {name: ms(values) for name, values in self.components.items()},
-            "fast": {
-                "extra_build_ms": runs(self.fast_build),
-                "search_ms": ms(self.fast_search),
-                "top10_equal_to_sdk": len(self.fast_search) - len(self.fast_mismatches),
-                "mismatched_queries": self.fast_mismatches,
+            "queries": len(self.search["hybrid"]),
+            "build_ms": _runs(self.build),
+            "keyword_build_ms": _runs(self.keyword_build),
+            "search_ms": {name: _ms(values) for name, values in self.search.items()},
+            "steps_ms": {name: _ms(values) for name, values in self.steps.items()},
+            "reference": {
+                "searches": len(self.reference),
+                "ms": _ms(self.reference),
+                "equal_top10": len(self.reference) - len(self.differing),
+                "differing": self.differing,
             },
         }
+
+
+def _ms(values: Sequence[float]) -> dict[str, float]:
+    scaled = [v * 1000 for v in values]
+    return {"p50": percentile(scaled, 50), "p95": percentile(scaled, 95)}
+
+
+def _runs(values: Sequence[float]) -> dict[str, Any]:
+    scaled = [v * 1000 for v in values]
+    return {"median": percentile(scaled, 50), "runs": scaled}
 
 
 def measure(
@@ -140,6 +152,7 @@ def measure(
     vocabulary: Vocabulary,
     queries: Sequence[str],
     builds: int,
+    checked: int,
     seed: int,
     progress: Callable[[str], None] = lambda _: None,
 ) -> SizeReport:
@@ -151,79 +164,78 @@ def measure(
         started = time.perf_counter()
         index = UserIndex.built(1, documents)
         report.build.append(time.perf_counter() - started)
-    progress(f"{size}: built in {report.build[-1] * 1000:.0f} ms")
     del documents
+    texts = [str(document["text"]) for document in index.documents]
+    started = time.perf_counter()
+    KeywordIndex.built(texts)
+    report.keyword_build.append(time.perf_counter() - started)
+    progress(f"{size}: built in {percentile(report.build, 50) * 1000:.0f} ms (median)")
     rng = np.random.default_rng(seed + 1)
     vectors = rng.standard_normal((len(queries), dimension)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    found = asyncio.run(_search_all(index, queries, vectors.tolist(), report))
-    texts = [document["text"] for document in index.documents]
-    for query, vector in zip(queries, vectors.tolist(), strict=True):
-        _time_components(index, texts, query, vector, report)
+    pairs = list(zip(queries, vectors.tolist(), strict=True))
+    found = asyncio.run(_search_all(index, pairs, report))
+    for query, vector in pairs:
+        _time_steps(index, query, vector, report)
+    for number, (query, vector) in enumerate(pairs[:checked]):
+        for name in ("hybrid", "hybrid, one type"):
+            mode, types = SEARCHES[name]
+            started = time.perf_counter()
+            expected = reference_search(
+                index, query, vector, MODEL, mode=mode, limit=LIMIT, filters=Filters(types=types)
+            )
+            report.reference.append(time.perf_counter() - started)
+            if found[name][number] != expected:
+                report.differing.append({"query": number, "search": name})
+    hybrid = report.search["hybrid"]
     progress(
-        f"{size}: search p50 {percentile(report.search, 50) * 1000:.1f} ms, "
-        f"p95 {percentile(report.search, 95) * 1000:.1f} ms"
-    )
-    fast = FastIndex.built(index)
-    for _ in range(builds):
-        started = time.perf_counter()
-        fast = FastIndex.built(index)
-        report.fast_build.append(time.perf_counter() - started)
-    for number, (query, vector) in enumerate(zip(queries, vectors.tolist(), strict=True)):
-        started = time.perf_counter()
-        top = fast.search(query, vector, MODEL, mode="hybrid", limit=10)
-        report.fast_search.append(time.perf_counter() - started)
-        ids = [(str(index.documents[p]["memory_id"]), score) for p, score in top]
-        if ids != found[number]:
-            report.fast_mismatches.append(number)
-    progress(
-        f"{size}: fast search p50 {percentile(report.fast_search, 50) * 1000:.2f} ms, "
-        f"p95 {percentile(report.fast_search, 95) * 1000:.2f} ms, "
-        f"{len(report.fast_mismatches)} differ from the SDK"
+        f"{size}: hybrid p50 {percentile(hybrid, 50) * 1000:.2f} ms, "
+        f"p95 {percentile(hybrid, 95) * 1000:.2f} ms; "
+        f"{len(report.reference) - len(report.differing)}/{len(report.reference)} equal to the "
+        "definitions"
     )
     return report
 
 
 async def _search_all(
-    index: UserIndex,
-    queries: Sequence[str],
-    vectors: Sequence[Sequence[float]],
-    report: SizeReport,
-) -> list[list[tuple[str, float]]]:
-    """Each query's top 10 as (memory id, score)."""
+    index: UserIndex, pairs: Sequence[tuple[str, list[float]]], report: SizeReport
+) -> dict[str, list[list[Result]]]:
+    """Every search's top 10, per kind of search."""
     read_model = InMemoryReadModel({USER: index})
-    found = []
-    for query, vector in zip(queries, vectors, strict=True):
-        started = time.perf_counter()
-        top = await read_model.search(USER, query, vector, MODEL, mode="hybrid", limit=10)
-        report.search.append(time.perf_counter() - started)
-        found.append([(str(d["memory_id"]), float(d["score"])) for d in top])
+    found: dict[str, list[list[Result]]] = {name: [] for name in SEARCHES}
+    for name, (mode, types) in SEARCHES.items():
+        for query, vector in pairs:
+            started = time.perf_counter()
+            top = await read_model.search(
+                USER,
+                query,
+                vector,
+                MODEL,
+                mode=mode,
+                limit=LIMIT,
+                types=types,
+            )
+            report.search[name].append(time.perf_counter() - started)
+            found[name].append(
+                [
+                    Result(d["memory_id"], d["score"], d["vector_score"], d["keyword_score"])
+                    for d in top
+                ]
+            )
     return found
 
 
-def _time_components(
-    index: UserIndex, texts: list[str], query: str, vector: list[float], report: SizeReport
-) -> None:
-    """`ReadModel.search`'s three steps, each timed alone (no filters: every memory chosen)."""
+def _time_steps(index: UserIndex, query: str, vector: list[float], report: SizeReport) -> None:
+    """The unfiltered hybrid search's steps, each timed alone."""
     started = time.perf_counter()
-    similarities = index.similarities(vector, MODEL)
-    report.components["similarities"].append(time.perf_counter() - started)
+    chosen = index.columns.mask(Filters())
+    report.steps["mask"].append(time.perf_counter() - started)
     started = time.perf_counter()
-    _einsum_similarities(index, vector)
-    report.components["similarities_einsum"].append(time.perf_counter() - started)
+    similarity, present = index.vector_scores(vector, MODEL)
+    report.steps["vector_scores"].append(time.perf_counter() - started)
     started = time.perf_counter()
-    keyword_list = keyword_scores(query, texts)
-    report.components["keyword_scores"].append(time.perf_counter() - started)
-    vector_scores = {str(p): s for p, s in similarities.items()}
-    keyword = {str(p): s for p, s in enumerate(keyword_list)}
+    keyword = index.keywords.scores(query, chosen)
+    report.steps["keyword_scores"].append(time.perf_counter() - started)
     started = time.perf_counter()
-    combine("hybrid", vector_scores, keyword, 10)
-    report.components["combine"].append(time.perf_counter() - started)
-
-
-def _einsum_similarities(index: UserIndex, query: Sequence[float]) -> dict[int, float]:
-    """`UserIndex.similarities` with `np.einsum` for the product (the proposed change)."""
-    positions, matrix = index.matrices[MODEL]
-    vector = np.asarray(query, dtype=np.float32)
-    scores = np.einsum("ij,j->i", matrix, vector / (float(np.linalg.norm(vector)) or 1.0))
-    return {position: float(score) for position, score in zip(positions, scores, strict=True)}
+    ranked("hybrid", similarity, chosen & present, keyword, chosen, index.tie_order, LIMIT)
+    report.steps["ranked"].append(time.perf_counter() - started)

@@ -1,15 +1,18 @@
-"""The search evaluation: its scores on hand-made rankings, its labelled set, and the proposed
-fast path ranking exactly like the SDK (no embedding model needed)."""
+"""The search evaluation: its scores on hand-made rankings, its labelled set, and the SDK's
+search returning exactly what the definitions return (no embedding model needed)."""
 
 from __future__ import annotations
 
 import math
+import random
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pytest
 
 from bench.search_eval.dataset import (
+    CREATED,
     MEMORY_TYPES,
     DataFormatError,
     LabelledSet,
@@ -20,9 +23,9 @@ from bench.search_eval.dataset import (
     load,
     parse,
 )
-from bench.search_eval.fast import FastIndex, KeywordIndex
 from bench.search_eval.pipeline import InMemoryReadModel, ranked_ids
-from bench.search_eval.quality import groups
+from bench.search_eval.quality import RRF, QualityReport, QueryRun, groups
+from bench.search_eval.reference import Result, reference_search
 from bench.search_eval.scoring import (
     first_rank,
     markdown_table,
@@ -31,8 +34,8 @@ from bench.search_eval.scoring import (
     reciprocal_rank,
     scores,
 )
-from bench.search_eval.variants import relative_score_fusion
-from handlers.search import SearchMode, combine, keyword_scores
+from bench.search_eval.weights import WEIGHTS, held_out, weight_name
+from handlers.search import Filters, SearchMode, fused, ranking
 from memstream.search_index import UserIndex
 
 # -- scores ----------------------------------------------------------------------------------------
@@ -174,7 +177,7 @@ def test_a_query_is_cross_lingual_only_when_no_answer_is_in_its_language() -> No
     assert named["cross-lingual, query in zh"] == {"q-zh-en"}
 
 
-# -- the SDK's ranking and the proposed fast path --------------------------------------------------
+# -- the SDK's search equals the definitions -------------------------------------------------------
 
 TEXTS = [
     "The user drinks green tea every morning.",
@@ -187,7 +190,7 @@ TEXTS = [
     "Leo plays the piano.",
     "The user's tea is green.",
     "The assistant recommended oolong tea.",
-    "The user drinks tea.",  # position 10: its id "10" sorts before "2"
+    "The user drinks tea.",
     "用户对花生过敏。",
 ]
 
@@ -201,58 +204,146 @@ def _index() -> UserIndex:
     return UserIndex.built(1, documents(user, vectors.tolist(), "toy"))
 
 
+async def _sdk(index: UserIndex, query: str, vector: list[float], model: str, **kw: Any) -> Any:
+    found = await InMemoryReadModel({"u": index}).search("u", query, vector, model, **kw)
+    return [
+        Result(d["memory_id"], d["score"], d["vector_score"], d["keyword_score"]) for d in found
+    ]
+
+
 @pytest.mark.parametrize(
-    "query", ["tea", "Does the user drink tea?", "用户喝什么茶", "piano", "zzz"]
+    "query", ["tea", "Does the user drink tea?", "用户喝什么茶", "piano", "zzz", ""]
 )
 @pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
-async def test_the_fast_path_returns_exactly_what_read_model_search_returns(
+async def test_read_model_search_returns_exactly_the_reference_definition(
     query: str, mode: SearchMode
 ) -> None:
     index = _index()
     vector = [0.3, -0.1, 0.4, 0.0, 0.2, -0.5, 0.1, 0.9]
-    expected = await InMemoryReadModel({"u": index}).search(
-        "u", query, vector, "toy", mode=mode, limit=len(TEXTS)
-    )
-    fast = FastIndex.built(index).search(query, vector, "toy", mode=mode, limit=len(TEXTS))
-    assert [(f"m{p}", s) for p, s in fast] == [(d["memory_id"], d["score"]) for d in expected]
-    top3 = FastIndex.built(index).search(query, vector, "toy", mode=mode, limit=3)
-    assert top3 == fast[:3]
+    for limit in (len(TEXTS), 3, 0):
+        expected = reference_search(index, query, vector, "toy", mode=mode, limit=limit)
+        assert await _sdk(index, query, vector, "toy", mode=mode, limit=limit) == expected
 
 
-def test_keyword_postings_score_exactly_like_keyword_scores_over_the_chosen_texts() -> None:
-    keywords = KeywordIndex.built(TEXTS)
-    chosen = np.array([i % 3 != 1 for i in range(len(TEXTS))])
-    for query in ["The user drinks tea", "用户喝绿茶", "peanuts allergy"]:
-        subset = [t for t, keep in zip(TEXTS, chosen, strict=True) if keep]
-        expected = keyword_scores(query, subset)
-        found = keywords.scores(query, chosen)
-        assert found[chosen].tolist() == expected
-        assert not found[~chosen].any()
+def _random_documents(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    """Memories of two embedding models and of two dimensions, some without a vector."""
+    words = ["the", "user", "tea", "coffee", "works", "at", "stripe", "lives", "porto", "john"]
+    found = []
+    for p in range(n):
+        if rng.random() < 0.6:
+            text = " ".join(rng.choices(words, k=rng.randint(2, 8)))
+        else:
+            text = "".join(rng.choices("用户喜欢喝绿茶咖啡住在里斯本", k=rng.randint(2, 10)))
+        model, dimension = rng.choice([("a", 6), ("a", 6), ("b", 4), ("", 0)])
+        found.append(
+            {
+                "memory_id": f"m{rng.randrange(1000):03d}-{p}",
+                "memory_type": rng.choice(MEMORY_TYPES),
+                "user_id": "u",
+                "agent_id": rng.choice([None, "bot"]),
+                "subject": rng.choice(["the user", "John"]),
+                "owner": rng.choice(["user", "agent"]),
+                "category": rng.choice([None, "food"]),
+                "text": text,
+                "created_at": CREATED + timedelta(minutes=rng.randint(0, 9)),
+                "embedding": [round(rng.gauss(0, 1), 1) for _ in range(dimension)],
+                "embedding_model": model,
+            }
+        )
+    return found
 
 
-def test_ignoring_tokens_in_most_memories_drops_matches_on_the_alone() -> None:
-    keywords = KeywordIndex.built(TEXTS)
-    everything = np.ones(len(TEXTS), dtype=np.bool_)
-    plain = keywords.scores("the piano", everything)
-    common = keywords.scores("the piano", everything, common_share=0.5)
-    assert (plain > 0).sum() > 1
-    assert np.flatnonzero(common).tolist() == [7]  # "Leo plays the piano."
+@pytest.mark.parametrize("seed", range(8))
+async def test_read_model_search_equals_the_reference_on_random_memories_and_filters(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    index = UserIndex.built(1, _random_documents(rng, rng.choice([0, 5, 60, 300])))
+    for _ in range(12):
+        query = rng.choice(["the user", "tea at stripe", "用户喝咖啡", "john porto", "x"])
+        model, dimension = rng.choice([("a", 6), ("b", 4), ("a", 4), ("missing", 6)])
+        vector = [rng.gauss(0, 1) for _ in range(dimension)]
+        filters = rng.choice(
+            [
+                Filters(),
+                Filters(types=["semantic", "episodic"]),
+                Filters(subject="JOHN", agent_id="bot"),
+                Filters(owner="user", category="food", since=CREATED + timedelta(minutes=3)),
+                Filters(until=CREATED + timedelta(minutes=4)),
+            ]
+        )
+        for mode in ("vector", "keyword", "hybrid"):
+            limit = rng.choice([1, 5, 10, 400])
+            expected = reference_search(
+                index, query, vector, model, mode=mode, limit=limit, filters=filters
+            )
+            found = await _sdk(
+                index,
+                query,
+                vector,
+                model,
+                mode=mode,
+                limit=limit,
+                types=filters.types,
+                subject=filters.subject,
+                agent_id=filters.agent_id,
+                owner=filters.owner,
+                category=filters.category,
+                since=filters.since,
+                until=filters.until,
+            )
+            assert found == expected
 
 
 async def test_ranked_ids_are_the_read_models_order_of_memory_ids() -> None:
     index = _index()
-    vector = [1.0] * 8
     ids = await ranked_ids(
-        InMemoryReadModel({"u": index}), "u", "tea", vector, "toy", mode="keyword", limit=20
+        InMemoryReadModel({"u": index}), "u", "tea", [1.0] * 8, "toy", mode="keyword", limit=20
     )
-    texts = [str(d["text"]) for d in index.documents]
-    keyword = {str(p): s for p, s in enumerate(keyword_scores("tea", texts))}
-    assert ids == [f"m{key}" for key, _ in combine("keyword", {}, keyword, 20)]
+    found = reference_search(index, "tea", [1.0] * 8, "toy", mode="keyword", limit=20)
+    assert ids == [r.memory_id for r in found]
+    assert ids[:3] == ["m10", "m4", "m5"]  # three equal texts: ties by memory id
 
 
-def test_relative_score_fusion_lets_a_strong_vector_match_beat_a_keyword_only_match() -> None:
-    vector = {"answer": 0.95, "distractor": 0.80, "other": 0.78}
-    keyword = {"distractor": 2.0, "other": 0.5}
-    assert next(k for k, _ in relative_score_fusion(vector, keyword, 3, weight=0.9)) == "answer"
-    # RRF (the SDK's hybrid) puts the memory found by both rankings first
-    assert combine("hybrid", vector, keyword, 3)[0][0] == "distractor"
+def test_rrf_in_the_reference_fuses_the_vector_and_keyword_rankings() -> None:
+    index = _index()
+    vector = [0.3, -0.1, 0.4, 0.0, 0.2, -0.5, 0.1, 0.9]
+
+    def ids(mode: SearchMode) -> list[str]:
+        found = reference_search(index, "the piano", vector, "toy", mode=mode, limit=99)
+        return [r.memory_id for r in found]
+
+    rrf = reference_search(index, "the piano", vector, "toy", mode="hybrid", limit=99, fusion="rrf")
+    expected = fused([ids("vector"), ids("keyword")])
+    assert [(r.memory_id, r.score) for r in rrf] == [(i, expected[i]) for i in ranking(expected)]
+
+
+# -- the weight's held-out check -------------------------------------------------------------------
+
+
+def test_the_held_out_check_chooses_the_weight_on_one_half_and_scores_it_on_the_other() -> None:
+    users = tuple(User(u, (Memory(f"{u}-a", "semantic", "the user", "t"),)) for u in "pqrs")
+    queries = tuple(Query(f"q{u.user_id}", u.user_id, "t", (f"{u.user_id}-a",)) for u in users)
+    data = LabelledSet(users, queries)
+    weights, sdk = QualityReport(), QualityReport()
+
+    def run(report: QualityReport, ranker: str, user: str, answer_rank: int) -> None:
+        ranked = tuple([f"x{i}" for i in range(answer_rank - 1)] + [f"{user}-a"])
+        report.runs.append(QueryRun(f"q{user}", ranker, ranked, (f"{user}-a",), 0.0))
+
+    for w in WEIGHTS:  # users p and q answer first at 0.3, r and s at 0.8, else second
+        for user in "pqrs":
+            best = 0.3 if user in "pq" else 0.8
+            run(weights, weight_name(w), user, 1 if w == best else 2)
+    for user in "pqrs":
+        run(sdk, "vector", user, 2)
+        run(sdk, RRF, user, 4)
+    splits = {tuple(s["train"]): s for s in held_out(data, weights, sdk)}
+    assert len(splits) == 6
+    assert splits[("p", "q")]["chosen_weight"] == 0.3
+    assert splits[("p", "q")]["test_scores"]["chosen weight"]["mrr"] == 0.5
+    assert splits[("r", "s")]["test_scores"]["chosen weight"]["mrr"] == 0.5
+    # one user of each kind: both weights tie on train MRR, the smaller one is chosen
+    assert splits[("p", "r")]["chosen_weight"] == 0.3
+    assert splits[("p", "r")]["test_scores"]["chosen weight"]["mrr"] == 0.75
+    assert splits[("p", "r")]["test_scores"][RRF]["mrr"] == 0.25
