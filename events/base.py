@@ -9,7 +9,7 @@ idempotent by it), `event_type` (the discriminator stored in the JSON; each subc
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -41,3 +41,16 @@ class Event(BaseModel):
     event_type: str
     schema_version: int
     occurred_at: UtcDatetime
+
+
+def at_stored_precision(value: Any) -> Any:
+    """`value` (a `model_dump()` in python mode) with every datetime cut to milliseconds, the
+    precision MongoDB keeps: a fingerprint of what a read model can hold, so an event rebuilt
+    from the read model fingerprints like the original."""
+    if isinstance(value, datetime):
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if isinstance(value, dict):
+        return {key: at_stored_precision(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [at_stored_precision(item) for item in value]
+    return value

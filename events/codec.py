@@ -1,8 +1,8 @@
-"""The one codec: events to orjson bytes and back, with schema upcasting on the way in."""
+"""The one codec: events to orjson bytes and back, with schema upcasting on the way in
+(`events.upcasting`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
@@ -10,8 +10,10 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from events.dead_letters import InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
+from events.upcasting import upcast
 
 AnyEvent = Annotated[
     TurnRecorded
@@ -22,6 +24,8 @@ AnyEvent = Annotated[
     | MemoryAdded
     | MemoryUpdated
     | MemoryReinforced
+    | MemorySaveRequested
+    | MemorySaved
     | InputDeadLettered,
     Field(discriminator="event_type"),
 ]
@@ -34,27 +38,11 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MemoryAdded,
     MemoryUpdated,
     MemoryReinforced,
+    MemorySaveRequested,
+    MemorySaved,
     InputDeadLettered,
 )
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
-
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def _snapshot_extracted_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
-    """v1 closed an extraction whose `MemoryAdded` events travelled as records of their own (and
-    are still projected as such); v2 carries the decisions itself. A v1 record has none."""
-    lifted = {key: value for key, value in payload.items() if key != "memory_ids"}
-    return {**lifted, "schema_version": 2, "decisions": []}
-
-
-UPCASTERS: dict[tuple[str, int], Upcaster] = {
-    ("SnapshotExtracted", 1): _snapshot_extracted_v1_to_v2,
-}
-"""`(event_type, from_version) -> function` returning the payload at `from_version + 1`.
-
-Register one here whenever an event's `schema_version` is bumped; stored events are upcast on read.
-"""
 
 MAX_EVENT_BYTES = 1_000_000
 """The largest record the pipeline reads or writes: below the broker's default message limit
@@ -99,20 +87,6 @@ def decode_payload(payload: dict[str, Any]) -> AnyEvent:
         return _ADAPTER.validate_python(upcast(payload))
     except ValidationError as exc:
         raise EventDecodeError(_describe(exc)) from exc
-
-
-def upcast(payload: dict[str, Any]) -> dict[str, Any]:
-    """Apply registered upcasters until the payload reaches its type's current version."""
-    while True:
-        key = (str(payload.get("event_type")), _as_int(payload.get("schema_version")))
-        step = UPCASTERS.get(key)
-        if step is None:
-            return payload
-        payload = step(payload)
-
-
-def _as_int(value: object) -> int:
-    return value if isinstance(value, int) else -1
 
 
 def _describe(exc: ValidationError) -> str:

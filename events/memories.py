@@ -6,11 +6,12 @@ All memory events of one user travel keyed by `user_id`, so a user's memory hist
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.base import Event, Identifier, UtcDatetime
+from events.upcasting import upcast
 
 MemoryType = Literal["semantic", "episodic", "procedural", "taxonomic"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("semantic", "episodic", "procedural", "taxonomic")
@@ -47,6 +48,41 @@ class MemoryContent(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
 
 
+class Provenance(BaseModel):
+    """Where a memory event came from: the prompt and the models that produced it.
+
+    `prompt_version` names the extraction prompt (None for a direct save); `llm_model` the model
+    that extracted it and is asked about ambiguous cases; `reconciled_by` says how the decision
+    was taken (`rule`: by similarity alone, `llm`: the LLM chose among the candidates it was
+    shown). Vectors are only ever compared with vectors of the same `embedding_model`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_version: str | None = Field(default=None, max_length=100)
+    llm_model: str | None = Field(default=None, max_length=200)
+    embedding_model: str = Field(min_length=1, max_length=200)
+    embedding_dimensions: int = Field(ge=1)
+    reconciled_by: Literal["rule", "llm"] = "rule"
+
+
+class LLMUsage(BaseModel):
+    """What one extraction or save cost in LLM calls and tokens (as the endpoint counted them)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    calls: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+
+    def __add__(self, other: LLMUsage) -> LLMUsage:
+        return LLMUsage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
 class Evidence(BaseModel):
     """Where a memory (or a reinforcement of it) was learned."""
 
@@ -63,6 +99,8 @@ class _MemoryEvent(Event):
     memory_type: MemoryType
     user_id: Identifier
     agent_id: Identifier | None = None
+    provenance: Provenance | None
+    """None only for events written before 0.2 (schema version 1)."""
 
     @property
     def key(self) -> str:
@@ -73,7 +111,7 @@ class MemoryAdded(_MemoryEvent):
     """A new memory, version 1."""
 
     event_type: Literal["MemoryAdded"] = "MemoryAdded"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
 
     version: Literal[1] = 1
     content: MemoryContent
@@ -85,7 +123,7 @@ class MemoryUpdated(_MemoryEvent):
     """A new version of a memory superseded `supersedes_version` (which is kept)."""
 
     event_type: Literal["MemoryUpdated"] = "MemoryUpdated"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
 
     version: int = Field(ge=2)
     supersedes_version: int = Field(ge=1)
@@ -99,12 +137,27 @@ class MemoryReinforced(_MemoryEvent):
     """New evidence restated an existing memory version: no copy, the count goes up."""
 
     event_type: Literal["MemoryReinforced"] = "MemoryReinforced"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
 
     version: int = Field(ge=1)
     evidence: Evidence
     merged_attributes: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = Field(default=None, max_length=1_000)
 
 
 MemoryEvent = MemoryAdded | MemoryUpdated | MemoryReinforced
 """A reconciliation decision about one memory."""
+
+
+MemoryDecision = Annotated[
+    MemoryAdded | MemoryUpdated | MemoryReinforced, Field(discriminator="event_type")
+]
+"""A decision as carried inside a result record (`SnapshotExtracted`, `MemorySaved`)."""
+
+
+def upcast_decisions(payload: Any) -> Any:
+    """Lift the memory events nested in a result record's `decisions` to their current schema."""
+    if isinstance(payload, dict) and isinstance(payload.get("decisions"), list):
+        decisions = [upcast(d) if isinstance(d, dict) else d for d in payload["decisions"]]
+        return {**payload, "decisions": decisions}
+    return payload

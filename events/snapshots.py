@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from events.base import Event, Identifier, UtcDatetime
-from events.memories import MemoryAdded, MemoryReinforced, MemoryType, MemoryUpdated
+from events.memories import LLMUsage, MemoryDecision, MemoryType, upcast_decisions
 from events.turns import Role
 
 PromotionReason = Literal["count", "idle", "flush"]
@@ -79,11 +79,6 @@ class SnapshotPromoted(Event):
         return tuple(turn.turn_id for turn in self.turns)
 
 
-MemoryDecision = Annotated[
-    MemoryAdded | MemoryUpdated | MemoryReinforced, Field(discriminator="event_type")
-]
-
-
 class SnapshotExtracted(Event):
     """One memory type's extraction of a snapshot, with every decision it made, in one record.
 
@@ -104,6 +99,13 @@ class SnapshotExtracted(Event):
     decisions: tuple[MemoryDecision, ...] = ()
     attempts: int = Field(ge=0)
     failure: str | None = Field(default=None, max_length=4_000)
+    usage: LLMUsage = LLMUsage()
+    """The LLM calls and tokens of the extraction and of its reconciliation."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _current_decisions(cls, stored: Any) -> Any:
+        return upcast_decisions(stored)
 
     @model_validator(mode="after")
     def _decisions_belong_to_this_extraction(self) -> SnapshotExtracted:

@@ -18,12 +18,12 @@ class Topics:
 
     @property
     def snapshots(self) -> str:
-        """SnapshotPromoted — keyed by `user_id`."""
+        """SnapshotPromoted, MemorySaveRequested — keyed by `user_id`."""
         return f"{self.prefix}snapshots"
 
     @property
     def memories(self) -> str:
-        """MemoryAdded, MemoryUpdated, MemoryReinforced, SnapshotExtracted — keyed by `user_id`."""
+        """SnapshotExtracted, MemorySaved (and 0.1's standalone memory events) — keyed by user."""
         return f"{self.prefix}memories"
 
     @property

@@ -10,10 +10,13 @@ not projected into `turns` either).
 from __future__ import annotations
 
 from events.codec import AnyEvent, EventDecodeError, decode
+from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 
 TurnsTopicEvent = TurnRecorded | SessionFlushRequested | SessionIdled
+SnapshotsTopicEvent = SnapshotPromoted | MemorySaveRequested
+ResultRecord = SnapshotExtracted | MemorySaved
 
 
 class InvalidRecord(ValueError):
@@ -29,19 +32,19 @@ def read_turns_record(key: bytes | None, value: bytes | None) -> TurnsTopicEvent
     return event
 
 
-def read_snapshot_record(key: bytes | None, value: bytes | None) -> SnapshotPromoted:
-    """A snapshots-topic record as its snapshot, keyed by its user."""
+def read_snapshots_record(key: bytes | None, value: bytes | None) -> SnapshotsTopicEvent:
+    """A snapshots-topic record as its event (a snapshot or a direct save), keyed by its user."""
     event = _decoded(value)
-    if not isinstance(event, SnapshotPromoted):
+    if not isinstance(event, SnapshotsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the snapshots topic")
     _check_key(key, event.key)
     return event
 
 
-def read_extraction_record(key: bytes | None, value: bytes | None) -> SnapshotExtracted | None:
-    """A memories-topic record as an extraction result; None for the topic's other events."""
+def read_result_record(key: bytes | None, value: bytes | None) -> ResultRecord | None:
+    """A memories-topic record as a result record; None for the topic's other events."""
     event = _decoded(value)
-    if not isinstance(event, SnapshotExtracted):
+    if not isinstance(event, ResultRecord):
         return None
     _check_key(key, event.key)
     return event

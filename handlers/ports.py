@@ -24,8 +24,10 @@ class ChatModel(Protocol):
 
 
 class Embedder(Protocol):
-    """Turns texts into L2-normalised vectors of `dimension` floats."""
+    """Turns texts into L2-normalised vectors of `dimension` floats; `model_name` identifies the
+    vector space (vectors of different models are never compared)."""
 
+    model_name: str
     dimension: int
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...

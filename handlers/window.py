@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from events.base import UtcDatetime
+from events.base import UtcDatetime, at_stored_precision
 from events.codec import MAX_EVENT_BYTES
 from events.memories import derived_id
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
@@ -226,7 +226,7 @@ def turn_fingerprint(turn: TurnRecorded) -> str:
     `recorded_at` is left out, so a client that re-sends a turn under its id with a new
     recording time is still recognised as re-sending it.
     """
-    fields = turn.model_dump(mode="json", exclude={"recorded_at"})
+    fields = at_stored_precision(turn.model_dump(exclude={"recorded_at"}))
     return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 

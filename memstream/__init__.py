@@ -2,6 +2,7 @@
 
 from memstream.client import MemoryClient
 from memstream.config import Settings, load_settings
+from memstream.sync_client import SyncMemoryClient
 
-__all__ = ["MemoryClient", "Settings", "load_settings"]
+__all__ = ["MemoryClient", "Settings", "SyncMemoryClient", "load_settings"]
 __version__ = "0.1.0"

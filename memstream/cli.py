@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     config_commands = config.add_subparsers(required=True, metavar="action")
     validate = config_commands.add_parser("validate", help="check the configuration")
     validate.set_defaults(run=_config_validate)
+
+    from memstream.read_commands import register
+
+    register(commands)
     return parser
 
 
@@ -114,7 +118,13 @@ def _up(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     import tempfile
 
-    from memstream.demo import format_memories, record_demo_conversation, wait_for_memories
+    from memstream.demo import (
+        DEMO_SESSIONS,
+        format_memories,
+        learned,
+        record_session,
+        wait_for_extraction,
+    )
     from memstream.runtime import StageFailed, running_pipeline
     from memstream.supervisor import FAIL_FAST, Supervisor
 
@@ -131,16 +141,17 @@ def _demo(args: argparse.Namespace) -> int:
             ) as (settings, _, pipeline),
         ):
             print(
-                f"pipeline ready after {time.monotonic() - started:.1f}s; recording the demo "
-                "conversation",
+                f"pipeline ready after {time.monotonic() - started:.1f}s",
                 file=sys.stderr,
                 flush=True,
             )
             # A short scripted run: a stage that dies is a bug to show at once, not to restart.
             supervisor = Supervisor(pipeline, FAIL_FAST)
-            asyncio.run(record_demo_conversation(settings))
-            memories = wait_for_memories(settings, args.timeout, check=supervisor.check)
-            print(format_memories(memories), flush=True)
+            for session_id, messages in DEMO_SESSIONS:
+                print(f"recording {session_id} …", file=sys.stderr, flush=True)
+                asyncio.run(record_session(settings, session_id, messages))
+                wait_for_extraction(settings, session_id, args.timeout, check=supervisor.check)
+            print(format_memories(learned(settings)), flush=True)
     except StageFailed as exc:
         print(f"memstream: {exc}", file=sys.stderr)
         return 1

@@ -1,56 +1,41 @@
-"""The Python SDK: record turns (a fast append to Kafka) and read memories back from MongoDB.
+"""The Python SDK: record turns (a fast append to Kafka) and read what memstream learned.
 
     async with MemoryClient(load_settings()) as memory:
         await memory.record("tim", "s1", [{"role": "user", "content": "I work at Stripe."}])
         await memory.flush("tim", "s1")
-        memory.memories("tim")
+        await memory.search("tim", "where does Tim work?")
 
 No extraction runs on the write path; knowledge appears once the session's snapshot is extracted.
+Every read is async (pymongo's async driver) and names its user; `SyncMemoryClient` offers the
+same calls to code without an event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
-from pymongo import ASCENDING, DESCENDING, MongoClient
-
-from events.codec import encode
-from events.memories import MemoryType
+from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
+from events.saves import MemorySaveRequested
 from events.turns import Principal, SessionFlushRequested, TurnRecorded
+from handlers.context import ContextMemory, context_block
 from handlers.identity import resolve_scope
 from handlers.messages import ChatMessage, normalize_messages
-from handlers.rendering import session_context
+from handlers.ports import Embedder
+from handlers.rendering import detect_language
+from handlers.search import SearchMode
 from memstream.config import Settings
-from projections.store import DEAD_LETTERS, MEMORIES, PROFILES, SNAPSHOTS, TURNS
+from memstream.producer import EventProducer
+from memstream.read_model import ReadModel
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
-
-
-@contextmanager
-def _quiet_producer_id_errors(quiet: bool) -> Iterator[None]:
-    """While probing for an idempotent producer, aiokafka logs a broker's refusal of producer
-    ids as an ERROR; with `auto` that refusal is expected and handled, so the line is dropped."""
-    sender_log = logging.getLogger("aiokafka.producer.sender")
-
-    def refusal(record: logging.LogRecord) -> bool:
-        return "InitProducerIdRequest" not in record.getMessage()
-
-    if quiet:
-        sender_log.addFilter(refusal)
-    try:
-        yield
-    finally:
-        sender_log.removeFilter(refusal)
 
 
 class MemoryClient:
@@ -64,9 +49,8 @@ class MemoryClient:
         deployed_agent: bool = False,
         clock: Clock = utc_now,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        embedder: Embedder | None = None,
     ) -> None:
-        if not settings.kafka.bootstrap_servers:
-            raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
         self.settings = settings
         self.principal = principal
         self.deployed_agent = deployed_agent
@@ -74,48 +58,13 @@ class MemoryClient:
         self._clock = clock
         self._new_id = new_id
         self._topics = settings.kafka.topics
-        self._producer: AIOKafkaProducer | None = None
-        self._mongo: MongoClient[Document] | None = None
+        self._producer = EventProducer(settings.kafka)
+        self._reads: ReadModel | None = None
+        self._embedder = embedder
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
         return self
-
-    async def start(self) -> None:
-        """Connect the producer (reads need no start: they connect to MongoDB on first use).
-
-        The producer is idempotent where the broker supports it (`kafka.idempotent_producer`),
-        so its own retries never write a turn twice; with `auto` it falls back to a plain
-        producer on a broker without producer ids (Tansu). The window drops a re-sent turn by
-        its event id in any case.
-        """
-        if self._producer is not None:
-            return
-        mode = self.settings.kafka.idempotent_producer
-        if mode != "off":
-            try:
-                with _quiet_producer_id_errors(mode == "auto"):
-                    self._producer = await self._started_producer_with(idempotent=True)
-                return
-            except KafkaError as exc:
-                if mode == "on":
-                    raise
-                log.info("the broker refused an idempotent producer (%r); using a plain one", exc)
-        self._producer = await self._started_producer_with(idempotent=False)
-
-    async def _started_producer_with(self, *, idempotent: bool) -> AIOKafkaProducer:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.settings.kafka.bootstrap_servers,
-            acks="all",
-            linger_ms=5,
-            enable_idempotence=idempotent,
-        )
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.stop()
-            raise
-        return producer
 
     async def __aexit__(
         self,
@@ -125,19 +74,15 @@ class MemoryClient:
     ) -> None:
         await self.close()
 
-    async def close(self) -> None:
-        if self._producer is not None:
-            await self._producer.stop()
-            self._producer = None
-        if self._mongo is not None:
-            self._mongo.close()
-            self._mongo = None
+    async def start(self) -> None:
+        """Connect the producer (reads connect to MongoDB on first use)."""
+        await self._producer.start()
 
-    @property
-    def _started_producer(self) -> AIOKafkaProducer:
-        if self._producer is None:
-            raise RuntimeError("call `await client.start()` (or use `async with`) before writing")
-        return self._producer
+    async def close(self) -> None:
+        await self._producer.stop()
+        if self._reads is not None:
+            await self._reads.close()
+            self._reads = None
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -152,8 +97,8 @@ class MemoryClient:
     ) -> list[TurnRecorded]:
         """Append OpenAI- or Anthropic-style messages as turns, in order.
 
-        Every message is validated first; a bad one raises `InvalidMessageError` (naming its index)
-        before anything is sent.
+        Every message is validated first; a bad one raises `InvalidMessageError` (naming its
+        index) before anything is sent.
         """
         normalized = normalize_messages(messages)
         user_id = self._memory_user(user_id)
@@ -162,28 +107,220 @@ class MemoryClient:
             self._turn(user_id, session_id, agent_id, message, occurred_at or now, now)
             for message in normalized
         ]
-        futures = [
-            await self._started_producer.send(
-                self._topics.turns, encode(turn), key=turn.key.encode()
-            )
-            for turn in turns
-        ]
-        for future in futures:
-            await future
+        await self._producer.append(self._topics.turns, turns)
         return turns
 
     async def flush(self, user_id: str, session_id: str) -> None:
         """End a session: promote its pending turns now (snapshot reason `flush`)."""
-        user_id = self._memory_user(user_id)
         command = SessionFlushRequested(
             event_id=self._new_id(),
             occurred_at=self._clock(),
-            user_id=user_id,
+            user_id=self._memory_user(user_id),
             session_id=session_id,
         )
-        await self._started_producer.send_and_wait(
-            self._topics.turns, encode(command), key=command.key.encode()
+        await self._producer.append(self._topics.turns, [command])
+
+    async def save(
+        self,
+        user_id: str,
+        memory_type: MemoryType,
+        text: str,
+        *,
+        subject: str = USER_SUBJECT,
+        owner: Owner = "user",
+        category: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """Save a memory directly; returns the save's id.
+
+        Any memory type, extracted automatically or not. The save goes through the same
+        reconciliation as extracted memories (it may ADD, UPDATE or REINFORCE), in order with
+        the user's snapshots; `saves(user_id)` tells what it did. Invalid content raises
+        `pydantic.ValidationError` before anything is sent.
+        """
+        content = MemoryContent(
+            subject=subject,
+            owner=owner,
+            text=text,
+            category=category,
+            attributes=dict(attributes or {}),
         )
+        request = MemorySaveRequested(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=self._memory_user(user_id),
+            agent_id=agent_id,
+            session_id=session_id,
+            memory_type=memory_type,
+            content=content,
+            principal=self.principal,
+        )
+        await self._producer.append(self._topics.snapshots, [request])
+        return request.event_id
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def memories(
+        self,
+        user_id: str,
+        *,
+        memory_type: MemoryType | None = None,
+        history: bool = False,
+        as_of: datetime | None = None,
+        agent_id: str | None = None,
+    ) -> list[Document]:
+        """The user's current memories, newest first; every version with `history=True`; the
+        state at a past time with `as_of` (which version was current, reinforcements then)."""
+        return await self._read.memories(
+            self._memory_user(user_id),
+            memory_type=memory_type,
+            history=history,
+            as_of=as_of,
+            agent_id=agent_id,
+        )
+
+    async def history(self, user_id: str, memory_id: str) -> list[Document]:
+        """Every version of one memory, oldest first, each with the event that made it
+        (`created_by`) and the events that reinforced it (`reinforced_by`)."""
+        return await self._read.history(self._memory_user(user_id), memory_id)
+
+    async def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        types: Collection[MemoryType] | None = None,
+        limit: int = 10,
+        mode: SearchMode = "hybrid",
+        agent_id: str | None = None,
+        subject: str | None = None,
+        owner: str | None = None,
+        category: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Document]:
+        """The user's current memories that best answer `query`: vector similarity (vectors of
+        the configured embedding model only) fused with keyword matching, or either alone
+        (`mode`), filtered by type, subject, owner, category and creation time."""
+        embedder = await self._query_embedder()
+        (vector,) = await asyncio.to_thread(embedder.embed, [query])
+        return await self._read.search(
+            self._memory_user(user_id),
+            query,
+            vector,
+            embedder.model_name,
+            types=types,
+            limit=limit,
+            mode=mode,
+            agent_id=agent_id,
+            subject=subject,
+            owner=owner,
+            category=category,
+            since=since,
+            until=until,
+        )
+
+    async def build_context(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        max_chars: int = 4_000,
+        per_type: int = 5,
+        agent_id: str | None = None,
+    ) -> str:
+        """A prompt-ready block: the user's L0 profile, the memories most relevant to `query`
+        (up to `per_type` of each enabled type), and the session so far — at most `max_chars`
+        characters, its labels in the conversation's language."""
+        types = self.settings.memory.extraction.enabled
+        found = await self.search(
+            user_id, query, types=types, limit=per_type * len(types), agent_id=agent_id
+        )
+        picked: list[ContextMemory] = []
+        for memory_type in types:
+            ranked = [m for m in found if m["memory_type"] == memory_type][:per_type]
+            picked.extend(ContextMemory(memory_type, m["text"]) for m in ranked)
+        history = await self.session_history(user_id, session_id) if session_id else ""
+        profile = await self.profile(user_id) or {}
+        fields = {
+            name: str(entry["value"]) for name, entry in (profile.get("fields") or {}).items()
+        }
+        return context_block(
+            profile=fields,
+            memories=picked,
+            history=history,
+            language=detect_language([query, history]),
+            max_chars=max_chars,
+        )
+
+    async def recent_turns(
+        self, user_id: str, session_id: str, *, limit: int = 50
+    ) -> list[Document]:
+        """Short-term memory: the session's latest turns, oldest first."""
+        return await self._read.recent_turns(self._memory_user(user_id), session_id, limit)
+
+    async def session_history(
+        self, user_id: str, session_id: str, *, max_chars_per_message: int = 500, snapshots: int = 5
+    ) -> str:
+        """The session so far, rendered for an LLM prompt: the last `snapshots` promoted
+        snapshots' raw history (L1_RAW), then the turns not promoted yet; assistant and other
+        speakers' messages cut to `max_chars_per_message`, the user's own kept whole."""
+        return await self._read.session_history(
+            self._memory_user(user_id),
+            session_id,
+            max_chars_per_message=max_chars_per_message,
+            snapshots=snapshots,
+        )
+
+    async def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
+        """Promotion audit: the user's snapshots, with their rendered raw history and what each
+        memory type's extraction did (`extractions.<type>`)."""
+        return await self._read.snapshots(self._memory_user(user_id), session_id)
+
+    async def saves(self, user_id: str) -> list[Document]:
+        """What the user's direct saves did (memory ids, actions, cost), newest first."""
+        return await self._read.saves(self._memory_user(user_id))
+
+    async def profile(self, user_id: str) -> Document | None:
+        """The L0 basic profile of the user (never other people's facts)."""
+        return await self._read.profile(self._memory_user(user_id))
+
+    async def llm_usage(self, user_id: str) -> dict[str, Document]:
+        """LLM calls and tokens per memory type for the user's snapshots and saves."""
+        return await self._read.llm_usage(self._memory_user(user_id))
+
+    def events(
+        self, user_id: str, *, since: int | datetime | None = None, follow: bool = False
+    ) -> AsyncIterator[MemoryEvent]:
+        """The user's memory events from the log, oldest first: from the beginning, from a
+        memories-topic offset, or from a time (`since`); then, with `follow`, live ones too."""
+        from memstream.event_feed import memory_events
+
+        return memory_events(
+            self.settings.kafka, self._memory_user(user_id), since=since, follow=follow
+        )
+
+    # -- internals -----------------------------------------------------------------------------
+
+    @property
+    def _read(self) -> ReadModel:
+        if self._reads is None:
+            if not self.settings.mongodb.uri:
+                raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
+            self._reads = ReadModel(self.settings.mongodb.uri, self.settings.mongodb.database)
+        return self._reads
+
+    async def _query_embedder(self) -> Embedder:
+        if self._embedder is None:
+            from memstream.providers import embedder
+
+            self._embedder = await asyncio.to_thread(
+                embedder, self.settings.embedding, self.settings.llm
+            )
+        return self._embedder
 
     def _memory_user(self, user_id: str) -> str:
         scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
@@ -218,76 +355,3 @@ class MemoryClient:
             content=message.content,
             principal=self.principal,
         )
-
-    # -- reading (projections) -----------------------------------------------------------------
-
-    @property
-    def _db(self) -> Any:
-        if self._mongo is None:
-            if not self.settings.mongodb.uri:
-                raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
-            self._mongo = MongoClient(self.settings.mongodb.uri, tz_aware=True)
-        return self._mongo[self.settings.mongodb.database]
-
-    def memories(
-        self, user_id: str, *, memory_type: MemoryType | None = None, history: bool = False
-    ) -> list[Document]:
-        """The user's current memories (every version with `history=True`), newest first."""
-        query: Document = {"user_id": self._memory_user(user_id)}
-        if memory_type:
-            query["memory_type"] = memory_type
-        if not history:
-            query["status"] = "current"
-        cursor = self._db[MEMORIES].find(query, {"embedding": 0})
-        return list(cursor.sort([("created_at", DESCENDING), ("_id", ASCENDING)]))
-
-    def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Document]:
-        """Short-term memory: the session's latest turns, oldest first."""
-        query = {"user_id": self._memory_user(user_id), "session_id": session_id}
-        cursor = self._db[TURNS].find(query).sort("occurred_at", DESCENDING).limit(limit)
-        return list(reversed(list(cursor)))
-
-    def session_history(
-        self, user_id: str, session_id: str, *, max_chars_per_message: int = 500, snapshots: int = 5
-    ) -> str:
-        """The session so far, rendered for an LLM prompt (short-term memory as context).
-
-        The last `snapshots` promoted snapshots' raw history (L1_RAW) is read back, the turns not
-        promoted yet follow; assistant and other speakers' messages are cut to
-        `max_chars_per_message`, the user's own messages are kept whole.
-        """
-        user_id = self._memory_user(user_id)
-        query = {"user_id": user_id, "session_id": session_id}
-        stored = self._db[SNAPSHOTS].find(query, {"raw_history": 1}).sort("seq", DESCENDING)
-        raw = [s["raw_history"] for s in stored.limit(snapshots) if s.get("raw_history")]
-        unpromoted = self._db[TURNS].find({**query, "snapshot_id": None}).sort("occurred_at", 1)
-        pending = [
-            ChatMessage(
-                role=t["role"],
-                content=t["content"],
-                name=t.get("name"),
-                tool_name=t.get("tool_name"),
-            )
-            for t in unpromoted
-        ]
-        return session_context(
-            list(reversed(raw)), pending, max_chars_per_message=max_chars_per_message
-        )
-
-    def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
-        """Promotion audit: the user's snapshots (with their rendered raw history)."""
-        query: Document = {"user_id": self._memory_user(user_id)}
-        if session_id:
-            query["session_id"] = session_id
-        return list(self._db[SNAPSHOTS].find(query).sort([("session_id", 1), ("seq", 1)]))
-
-    def dead_letters(self, *, stage: str | None = None, limit: int = 100) -> list[Document]:
-        """Records set aside with the reason (malformed input, invalid LLM output), newest first."""
-        query: Document = {"stage": stage} if stage else {}
-        cursor = self._db[DEAD_LETTERS].find(query).sort("dead_lettered_at", DESCENDING)
-        return list(cursor.limit(limit))
-
-    def profile(self, user_id: str) -> Document | None:
-        """The L0 basic profile of the user (never other people's facts)."""
-        result: Document | None = self._db[PROFILES].find_one({"_id": self._memory_user(user_id)})
-        return result

@@ -14,6 +14,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
 | MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
+| MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
 | MEMSTREAM_TOPIC_PREFIX, MEMSTREAM_PARTITIONS | kafka.topic_prefix, kafka.partitions |
 | MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
@@ -31,10 +32,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from events.codec import MAX_EVENT_BYTES
-from events.memories import MemoryType
+from events.memories import MEMORY_TYPES, MemoryType
 from events.topics import Topics
 from handlers.window import DEFAULT_MAX_SNAPSHOT_BYTES, SNAPSHOT_ENVELOPE_BYTES
 
@@ -119,13 +120,20 @@ class WindowSettings(_Section):
 
 class ExtractionSettings(_Section):
     enabled: tuple[MemoryType, ...] = ("semantic",)
-    """Types extracted automatically. Only `semantic` has an extractor in this version."""
+    """Types extracted automatically from every snapshot; the others accept direct saves only."""
 
     @field_validator("enabled", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        if isinstance(value, list | tuple):
+            unknown = [str(name) for name in value if name not in MEMORY_TYPES]
+            if unknown:
+                raise ValueError(
+                    f"unknown memory type {', '.join(map(repr, unknown))}; "
+                    f"the memory types are {', '.join(MEMORY_TYPES)}"
+                )
         return value
 
     @field_validator("enabled")
@@ -134,8 +142,28 @@ class ExtractionSettings(_Section):
         return tuple(dict.fromkeys(value))
 
 
+class ReconcileSettings(_Section):
+    """Similarity thresholds of reconciliation (`handlers.reconcile`), for the embedding model in
+    use. The defaults were chosen for the local model on a labelled set of memory pairs
+    (`bench/reconcile_eval`); another embedding model needs its own (rerun that benchmark)."""
+
+    reinforce_threshold: float = Field(default=0.995, ge=-1, le=1)
+    """At or above: the new memory restates the most similar one (REINFORCE, no LLM call)."""
+    ask_threshold: float = Field(default=0.89, ge=-1, le=1)
+    """At or above (and below `reinforce_threshold`): the LLM decides among the candidates."""
+    max_options: int = Field(default=3, ge=1, le=10)
+    """How many candidates the LLM is shown at most."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ReconcileSettings:
+        if self.ask_threshold > self.reinforce_threshold:
+            raise ValueError("ask_threshold must not be above reinforce_threshold")
+        return self
+
+
 class MemorySettings(_Section):
     extraction: ExtractionSettings = ExtractionSettings()
+    reconcile: ReconcileSettings = ReconcileSettings()
 
 
 class Settings(_Section):
@@ -176,6 +204,8 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_MAX_SNAPSHOT_BYTES": ("window", "max_snapshot_bytes"),
     "MONGOMEM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
+    "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),
+    "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
     "MEMSTREAM_DATA_DIR": ("data_dir",),
 }
 """Environment variable -> setting path. Later entries win (MEMSTREAM_ over the MONGOMEM_ alias)."""

@@ -77,6 +77,7 @@ class OpenAIEmbedder:
         self, *, base_url: str | None, api_key: str | None, model: str, dimension: int | None = None
     ) -> None:
         self.model = model
+        self.model_name = model
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed")
         self.dimension = dimension or len(self.embed(["dimension probe"])[0])
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from events.memories import MEMORY_TYPES
 from memstream.config import Settings
 from memstream.servers import LoopbackServer, SecantusServer, TansuBroker
 from memstream.topics import ensure_topics
@@ -231,9 +232,12 @@ class Pipeline:
 
 
 def pipeline_stages(settings: Settings) -> list[str]:
-    """The stages to run: the window, one extractor per enabled type, the projector."""
-    extractors = [f"extract:{kind}" for kind in settings.memory.extraction.enabled]
-    return ["window", *extractors, "projector"]
+    """The stages to run: the window, one stage per memory type, the projector.
+
+    Every memory type has its stage, enabled or not: a type that is not extracted
+    automatically still reconciles the memories the application saves directly.
+    """
+    return ["window", *(f"extract:{kind}" for kind in MEMORY_TYPES), "projector"]
 
 
 @contextmanager

@@ -665,8 +665,7 @@ class ApacheKafkaBroker(_KafkaBroker):
             *self._jvm(),
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            self.cluster_id,
+            f"--cluster-id={self.cluster_id}",  # one argument: an id may start with "-"
             "--config",
             str(self.config_path),
             "--ignore-formatted",

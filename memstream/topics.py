@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import suppress
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -37,9 +38,14 @@ async def ensure_topics(kafka: KafkaSettings) -> dict[str, int]:
 async def _check_partitions(
     admin: AIOKafkaAdminClient, topics: tuple[str, ...], partitions: int
 ) -> dict[str, int]:
-    counts = {}
-    for description in await admin.describe_topics(list(topics)):
-        counts[description["topic"]] = len(description["partitions"])
+    counts: dict[str, int] = {}
+    for _ in range(60):  # a topic just created may show no partitions until metadata settles
+        counts = {
+            d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(list(topics))
+        }
+        if all(counts.get(name) for name in topics):
+            break
+        await asyncio.sleep(0.5)
     wrong = {name: count for name, count in counts.items() if count != partitions}
     if wrong:
         raise TopicMismatch(

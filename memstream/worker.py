@@ -13,10 +13,11 @@ import faust
 
 from events.memories import MEMORY_TYPES
 from handlers.extraction.registry import extractor_for
+from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
 from memstream.config import Settings
 from memstream.providers import chat_model, embedder
-from streams.extraction import create_extraction_app
+from streams.extraction import MemoryModels, create_extraction_app
 from streams.projector import create_projector_app
 from streams.settings import Clock, StreamSettings, utc_now
 from streams.window import create_window_app
@@ -83,13 +84,20 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         return create_projector_app(streams, client[settings.mongodb.database], clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
-        return create_extraction_app(
-            streams,
-            extractor_for(memory_type),
-            chat_model(settings.llm),
-            embedder(settings.embedding, settings.llm),
-            clock,
+        reconcile = settings.memory.reconcile
+        models = MemoryModels(
+            llm=chat_model(settings.llm),
+            llm_model=settings.llm.model or "",
+            embedder=embedder(settings.embedding, settings.llm),
+            thresholds=Thresholds(
+                reinforce=reconcile.reinforce_threshold,
+                ask=reconcile.ask_threshold,
+                max_options=reconcile.max_options,
+            ),
         )
+        enabled = memory_type in settings.memory.extraction.enabled
+        extractor = extractor_for(memory_type) if enabled else None
+        return create_extraction_app(streams, memory_type, extractor, models, clock=clock)
     raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
 
 

@@ -9,30 +9,39 @@ from pymongo.database import Database
 from events.codec import AnyEvent
 from events.dead_letters import InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
-from projections.extractions import project_extraction
+from projections.extractions import project_extraction, project_save
 from projections.identity import IdCollision
 from projections.memories import project_memory_event
 from projections.short_term import project_dead_letter, project_snapshot, project_turn
 from projections.store import ensure_indexes
+from projections.writes import BulkWrites, LiveWrites, Writes
 
 
 def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
-    """Apply any event to the read model; events without a view (commands) are skipped.
+    """Apply any event to the read model now; events without a view (commands) are skipped.
 
     Raises `IdCollision` when an id the event uses already holds other content.
     """
+    apply_event(LiveWrites(db), event)
+
+
+def apply_event(db: Writes, event: AnyEvent) -> None:
+    """Say, through `db`, what `event` changes in the read model (live or in bulk)."""
     if isinstance(event, TurnRecorded):
         project_turn(db, event)
     elif isinstance(event, SnapshotPromoted):
         project_snapshot(db, event)
     elif isinstance(event, SnapshotExtracted):
         project_extraction(db, event)
+    elif isinstance(event, MemorySaved):
+        project_save(db, event)
     elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
         project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
     elif isinstance(event, InputDeadLettered):
         project_dead_letter(db, event)
 
 
-__all__ = ["IdCollision", "ensure_indexes", "project"]
+__all__ = ["BulkWrites", "IdCollision", "LiveWrites", "apply_event", "ensure_indexes", "project"]

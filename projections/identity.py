@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 from pymongo.collection import Collection
 
+from events.base import at_stored_precision
+
 FINGERPRINT = "fingerprint"
 """The field holding what a document's content hashed to when it was first written."""
 
@@ -23,8 +25,13 @@ class IdCollision(ValueError):
 
 
 def fingerprint_of(content: Any) -> str:
-    """A stable hash of JSON-able content (keys sorted)."""
-    data = orjson.dumps(content, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """A stable hash of content (keys sorted; times at the read model's millisecond precision).
+
+    Pass a `model_dump()` in python mode, so times are datetimes and can be cut to what MongoDB
+    keeps: an event rebuilt from the read model (`memstream replay --from-collections`) then
+    fingerprints like the original."""
+    canonical = at_stored_precision(content)
+    data = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha256(data).hexdigest()[:32]
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
-from projections.identity import fingerprint_of, insert_once
+from projections.identity import fingerprint_of
 from projections.profiles import apply_profile_fact
-from projections.store import MEMORIES, MEMORY_EVENTS, Db
+from projections.store import MEMORIES, MEMORY_EVENTS
+from projections.writes import Writes
 
 
 def version_id(memory_id: str, version: int) -> str:
@@ -21,7 +22,7 @@ def version_id(memory_id: str, version: int) -> str:
     return f"{memory_id}:v{version}"
 
 
-def project_memory_event(db: Db, event: MemoryEvent) -> None:
+def project_memory_event(db: Writes, event: MemoryEvent) -> None:
     """Apply one memory event to `memories` and `profiles`, then append it to `memory_events`."""
     if isinstance(event, MemoryAdded | MemoryUpdated):
         _insert_version(db, event)
@@ -37,7 +38,7 @@ def _evidence(event: MemoryEvent) -> dict[str, Any]:
     return {"event_id": event.event_id, **event.evidence.model_dump()}
 
 
-def _insert_version(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
+def _insert_version(db: Writes, event: MemoryAdded | MemoryUpdated) -> None:
     content = event.content
     document = {
         "memory_id": event.memory_id,
@@ -51,6 +52,8 @@ def _insert_version(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
         "category": content.category,
         "attributes": content.attributes,
         "embedding": list(event.embedding),
+        "embedding_model": event.provenance.embedding_model if event.provenance else None,
+        "provenance": event.provenance.model_dump() if event.provenance else None,
         "status": "current",
         "superseded_by": None,
         "reinforcement_count": 0,
@@ -59,13 +62,14 @@ def _insert_version(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
         "created_at": event.occurred_at,
         "updated_at": event.occurred_at,
     }
-    insert_once(
-        db[MEMORIES], version_id(event.memory_id, event.version), document, _fingerprint(event)
+    db.insert_once(
+        MEMORIES, version_id(event.memory_id, event.version), document, _fingerprint(event)
     )
 
 
-def _supersede(db: Db, event: MemoryUpdated) -> None:
-    db[MEMORIES].update_one(
+def _supersede(db: Writes, event: MemoryUpdated) -> None:
+    db.update(
+        MEMORIES,
         {"_id": version_id(event.memory_id, event.supersedes_version), "status": "current"},
         {
             "$set": {
@@ -83,7 +87,7 @@ def _supersede(db: Db, event: MemoryUpdated) -> None:
     )
 
 
-def _reinforce(db: Db, event: MemoryReinforced) -> None:
+def _reinforce(db: Writes, event: MemoryReinforced) -> None:
     update: dict[str, Any] = {
         "$inc": {"reinforcement_count": 1},
         "$push": {"evidence": _evidence(event)},
@@ -91,7 +95,8 @@ def _reinforce(db: Db, event: MemoryReinforced) -> None:
     }
     for name, value in event.merged_attributes.items():
         update["$set"][f"attributes.{name}"] = value
-    db[MEMORIES].update_one(
+    db.update(
+        MEMORIES,
         {
             "_id": version_id(event.memory_id, event.version),
             "evidence.event_id": {"$ne": event.event_id},
@@ -100,7 +105,7 @@ def _reinforce(db: Db, event: MemoryReinforced) -> None:
     )
 
 
-def _append_to_log(db: Db, event: MemoryEvent) -> None:
+def _append_to_log(db: Writes, event: MemoryEvent) -> None:
     entry = {
         "event_type": event.event_type,
         "memory_id": event.memory_id,
@@ -109,8 +114,8 @@ def _append_to_log(db: Db, event: MemoryEvent) -> None:
         "occurred_at": event.occurred_at,
         "event": event.model_dump(mode="json"),
     }
-    insert_once(db[MEMORY_EVENTS], event.event_id, entry, _fingerprint(event))
+    db.insert_once(MEMORY_EVENTS, event.event_id, entry, _fingerprint(event))
 
 
 def _fingerprint(event: MemoryEvent) -> str:
-    return fingerprint_of(event.model_dump(mode="json"))
+    return fingerprint_of(event.model_dump())

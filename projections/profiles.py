@@ -8,17 +8,15 @@ redeliveries in any order converge.
 
 from __future__ import annotations
 
-from contextlib import suppress
 from datetime import datetime
-
-from pymongo.errors import DuplicateKeyError
 
 from events.memories import USER_SUBJECT, MemoryAdded, MemoryUpdated
 from events.turns import TurnRecorded
-from projections.store import PROFILES, Db
+from projections.store import PROFILES
+from projections.writes import Writes
 
 
-def apply_profile_fact(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
+def apply_profile_fact(db: Writes, event: MemoryAdded | MemoryUpdated) -> None:
     """Set the profile field a current-user semantic fact names (if any)."""
     content = event.content
     field = content.attributes.get("profile_field")
@@ -35,14 +33,14 @@ def apply_profile_fact(db: Db, event: MemoryAdded | MemoryUpdated) -> None:
     )
 
 
-def apply_user_name(db: Db, turn: TurnRecorded) -> None:
+def apply_user_name(db: Writes, turn: TurnRecorded) -> None:
     """A named `role=user` turn names the current user."""
     if turn.role == "user" and turn.name:
         _set_field(db, turn.user_id, "name", turn.name, turn.event_id, turn.occurred_at)
 
 
 def _set_field(
-    db: Db,
+    db: Writes,
     user_id: str,
     field: str,
     value: str,
@@ -50,21 +48,15 @@ def _set_field(
     at: datetime,
     memory_id: str | None = None,
 ) -> None:
+    """Set the field unless it holds a newer observation (or this one): two writes that never
+    conflict — create the profile if needed, then update the field on condition. `$max`: a
+    profile projected in another order (turns and memories are separate topics) still ends
+    with the same `updated_at`."""
     path = f"fields.{field}"
     entry = {"value": value, "event_id": event_id, "memory_id": memory_id, "at": at}
-    # DuplicateKeyError: the profile exists and holds a newer (or the same) observation.
-    with suppress(DuplicateKeyError):
-        db[PROFILES].update_one(
-            {
-                "_id": user_id,
-                "$or": [{path: {"$exists": False}}, {f"{path}.at": {"$lt": at}}],
-            },
-            # `$max`: projected in another order (turns and memories are separate topics), the
-            # profile still ends with the same `updated_at`.
-            {
-                "$set": {path: entry},
-                "$max": {"updated_at": at},
-                "$setOnInsert": {"user_id": user_id},
-            },
-            upsert=True,
-        )
+    db.update(PROFILES, {"_id": user_id}, {"$setOnInsert": {"user_id": user_id}}, upsert=True)
+    db.update(
+        PROFILES,
+        {"_id": user_id, "$or": [{path: {"$exists": False}}, {f"{path}.at": {"$lt": at}}]},
+        {"$set": {path: entry}, "$max": {"updated_at": at}},
+    )

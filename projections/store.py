@@ -16,6 +16,7 @@ PROFILES = "profiles"
 TURNS = "turns"
 SNAPSHOTS = "snapshots"
 DEAD_LETTERS = "dead_letters"
+SAVES = "saves"
 
 INDEXES: dict[str, list[IndexModel]] = {
     MEMORIES: [
@@ -23,6 +24,11 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("user_id", ASCENDING), ("memory_type", ASCENDING), ("status", ASCENDING)]),
         IndexModel([("user_id", ASCENDING), ("subject", ASCENDING), ("status", ASCENDING)]),
         IndexModel([("evidence.snapshot_id", ASCENDING)]),
+        # Analysts: the most reinforced memories; versions superseded in a period.
+        IndexModel(
+            [("user_id", ASCENDING), ("status", ASCENDING), ("reinforcement_count", DESCENDING)]
+        ),
+        IndexModel([("status", ASCENDING), ("superseded_by.at", ASCENDING)]),
     ],
     MEMORY_EVENTS: [
         IndexModel([("memory_id", ASCENDING), ("occurred_at", ASCENDING)]),
@@ -39,9 +45,11 @@ INDEXES: dict[str, list[IndexModel]] = {
             name="user_session_seq",
         ),
         IndexModel([("user_id", ASCENDING), ("promoted_at", DESCENDING)]),
+        IndexModel([("promoted_at", ASCENDING)]),  # promotions over time
         IndexModel([("turn_ids", ASCENDING)]),
     ],
     DEAD_LETTERS: [IndexModel([("stage", ASCENDING), ("dead_lettered_at", DESCENDING)])],
+    SAVES: [IndexModel([("user_id", ASCENDING), ("at", DESCENDING)])],
 }
 
 

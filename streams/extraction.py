@@ -1,46 +1,68 @@
-"""An extraction stage: snapshots in, one result record per snapshot out, one group per type.
+"""A memory type's stage: snapshots and direct saves in, one result record each out.
 
-The agent only wires (docs/architecture.md, "Stages"): read the snapshot (`handlers.inputs`;
-poison is dead-lettered), skip it if this type extracted it already
-(`handlers.extraction.results.already_extracted`), ask the LLM and the embedder (through
-outages), build the result (`extraction_result`), send it and wait for the ack, then store the
-progress. A `PartitionGuard` hands the agent each snapshot record once and in order.
+One stage (and consumer group) per memory type, always running: it extracts its kind of
+knowledge from every snapshot when the type is enabled, and reconciles direct saves of its type
+either way (docs/architecture.md, "Stages"). The agent only wires:
 
-**A crash between sending a result and storing the progress** would make the stage extract
-the snapshot again, and an LLM does not answer twice the same. So the stage never asks twice:
-before extracting, it looks for a result of its own that its table does not know about
-(`OwnResults`): the memories-topic records after the last result whose progress it stored,
-read once per partition after every rebalance. A result found there is adopted instead of a
-new answer. The projector keeps the first result per snapshot and type as well, so even a
-result written by a worker that no longer owns the partition cannot mix with another.
+* **a snapshot** — skip it if already extracted (`already_extracted`) or if extraction of this
+  type is disabled; otherwise ask the LLM (`extract`), embed what it found, reconcile it with the
+  memories this stage knows (`handlers.reconcile`), write one `SnapshotExtracted` record;
+* **a save request** — skip a save seen before; embed, reconcile, write one `MemorySaved`.
 
-Results go to the memories-topic partition with the snapshot's partition number (both topics
-are keyed by user and have the same partition count), so one partition holds all of a
-snapshot partition's results.
+Every call to the LLM, the embedder and the broker waits outages out (`streams.retrying`).
+Before deciding, the stage adopts a result of its own that it wrote before a crash
+(`streams.own_results`); after writing (or adopting) a record it applies the record's decisions
+to its known memories (`streams.memory_state`) and stores its progress. Results go to the
+memories-topic partition with the input's partition number (both topics are keyed by user and
+have the same partition count).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import faust
 import orjson
-from faust.types import TP
 
 from events.codec import encode
-from events.memories import MemoryType
+from events.memories import MemoryEvent, MemoryType, Provenance
+from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
+from handlers import reconcile_prompt
 from handlers.extraction.base import ExtractionOutcome, Extractor, extract
-from handlers.extraction.results import already_extracted, extraction_result, result_id
-from handlers.inputs import InvalidRecord, read_extraction_record, read_snapshot_record
-from handlers.ports import ChatModel, Embedder
+from handlers.extraction.results import (
+    already_extracted,
+    extraction_record,
+    result_id,
+    rounded,
+    save_record,
+    save_result_id,
+    save_source,
+    snapshot_source,
+    usage_of,
+)
+from handlers.inputs import InvalidRecord, ResultRecord, read_snapshots_record
+from handlers.ports import ChatAnswer, ChatModel, Embedder
+from handlers.reconcile import (
+    Answer,
+    NewMemory,
+    Option,
+    Source,
+    Thresholds,
+    evolve,
+    reconcile,
+)
 from streams.app import faust_app, raw_table, raw_topic
 from streams.dead_letters import dead_letter
 from streams.faults import fault_point
 from streams.log_reader import KafkaLogReader
+from streams.memory_state import KnownMemories
+from streams.own_results import OwnResults, written_key
 from streams.progress import guard_partitions
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
@@ -48,57 +70,27 @@ from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 
-WRITTEN_KEY_PREFIX = b"\x00written|"
-"""Table keys of the last memories-topic offset holding a result whose progress is stored."""
 
+@dataclass(frozen=True)
+class MemoryModels:
+    """The LLM and the embedder a memory type's stage uses, with the names it records."""
 
-def written_key(partition: int) -> bytes:
-    return WRITTEN_KEY_PREFIX + str(partition).encode()
-
-
-class OwnResults:
-    """Results this stage wrote to the memories topic that its table may not know about."""
-
-    def __init__(self, reader: KafkaLogReader, topic: str, memory_type: MemoryType) -> None:
-        self._reader = reader
-        self._topic = topic
-        self._memory_type = memory_type
-        self._found: dict[int, dict[str, SnapshotExtracted]] = {}
-
-    def forget(self) -> None:
-        """After a rebalance the table may hold another worker's progress: read again."""
-        self._found.clear()
-
-    async def take(
-        self, partition: int, event_id: str, after: int | None
-    ) -> SnapshotExtracted | None:
-        """The result `event_id` if it is in `partition` after offset `after` (once)."""
-        if partition not in self._found:
-            start = 0 if after is None else after + 1
-            tail = await self._reader.read_tail(TP(self._topic, partition), start)
-            self._found[partition] = self._results_in(tail)
-        return self._found[partition].pop(event_id, None)
-
-    def _results_in(self, records: list[InputRecord]) -> dict[str, SnapshotExtracted]:
-        found: dict[str, SnapshotExtracted] = {}
-        for record in records:
-            try:
-                result = read_extraction_record(record.key, record.value)
-            except InvalidRecord:
-                continue
-            if result is not None and result.memory_type == self._memory_type:
-                found.setdefault(result.event_id, result)  # the first one written wins
-        return found
+    llm: ChatModel
+    llm_model: str
+    embedder: Embedder
+    thresholds: Thresholds
 
 
 def create_extraction_app(
     settings: StreamSettings,
-    extractor: Extractor,
-    llm: ChatModel,
-    embedder: Embedder,
+    memory_type: MemoryType,
+    extractor: Extractor | None,
+    models: MemoryModels,
+    *,
     clock: Clock = utc_now,
 ) -> faust.App:
-    memory_type = extractor.memory_type
+    """The stage of `memory_type`; without an `extractor` (the type is not enabled) it only
+    reconciles direct saves and makes no LLM call for snapshots."""
     stage = f"extract-{memory_type}"
     app = faust_app(stage, settings)
     snapshots = raw_topic(app, settings.topics.snapshots, settings)
@@ -116,57 +108,143 @@ def create_extraction_app(
     own_results = OwnResults(
         KafkaLogReader(settings.bootstrap_servers), settings.topics.memories, memory_type
     )
+    known_memories = KnownMemories(progress)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def forget_own_results(sender: faust.App, revoked: Any, **_: Any) -> None:
         own_results.forget()
 
-    async def extracted(snapshot: SnapshotPromoted) -> SnapshotExtracted:
-        """Ask the LLM and the embedder, waiting out their outages; anything else they raise
-        about this snapshot is recorded as its extraction's failure."""
-        what = f"extracting {memory_type} from snapshot {snapshot.event_id}"
+    def provenance(prompt_version: str | None) -> Provenance:
+        return Provenance(
+            prompt_version=prompt_version,
+            llm_model=models.llm_model,
+            embedding_model=models.embedder.model_name,
+            embedding_dimensions=models.embedder.dimension,
+        )
+
+    async def embedded(texts: Sequence[str], what: str) -> list[tuple[float, ...]]:
+        if not texts:
+            return []
+        vectors = await through_outages(
+            partial(asyncio.to_thread, models.embedder.embed, texts), what
+        )
+        return [rounded(vector) for vector in vectors]
+
+    async def reconciled(
+        news: list[NewMemory], source: Source, stamp: Provenance, what: str
+    ) -> tuple[list[MemoryEvent], list[ChatAnswer]]:
+        """The decisions about `news`, and the answers of the LLM calls they took."""
+        answers: list[ChatAnswer] = []
+
+        async def ask(new: NewMemory, options: Sequence[Option]) -> Answer | None:
+            answer, given = await through_outages(
+                partial(
+                    reconcile_prompt.ask, models.llm, new, options, attempts=settings.llm_attempts
+                ),
+                f"{what}: asking about an ambiguous memory",
+            )
+            answers.extend(given)
+            return answer
+
+        known = known_memories.of(source.user_id, source.agent_id)
+        result = await reconcile(
+            memory_type,
+            news,
+            known.values(),
+            source=source,
+            provenance=stamp,
+            thresholds=models.thresholds,
+            ask=ask,
+        )
+        for note in result.notes:
+            log.info("%s: %s", what, note)
+        return list(result.events), answers
+
+    async def extracted(extractor: Extractor, snapshot: SnapshotPromoted) -> ResultRecord:
+        """Ask the LLM and the embedder (waiting out their outages) and reconcile; anything
+        else they raise about this snapshot is recorded as its extraction's failure."""
+        what = f"{stage} of snapshot {snapshot.event_id}"
         try:
             outcome = await through_outages(
-                partial(extract, extractor, snapshot, llm, attempts=settings.llm_attempts), what
+                partial(extract, extractor, snapshot, models.llm, attempts=settings.llm_attempts),
+                what,
             )
-            texts = [memory.text for memory in outcome.memories]
-            vectors = (
-                await through_outages(partial(asyncio.to_thread, embedder.embed, texts), what)
-                if texts
-                else []
-            )
+            vectors = await embedded([m.text for m in outcome.memories], what)
+            news = [NewMemory(c, v) for c, v in zip(outcome.memories, vectors, strict=True)]
+            stamp = provenance(extractor.prompt_version)
+            decisions, asked = await reconciled(news, snapshot_source(snapshot), stamp, what)
         except Exception as exc:
             log.exception("%s failed", what)
-            outcome, vectors = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}"), []
-        return extraction_result(snapshot, memory_type, outcome, vectors)
+            failed = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")
+            outcome, decisions, asked = failed, [], []
+        usage = usage_of([*outcome.answers, *asked])
+        return extraction_record(snapshot, memory_type, outcome, decisions, usage)
+
+    async def saved(request: MemorySaveRequested) -> ResultRecord:
+        what = f"{stage} of save {request.event_id}"
+        (vector,) = await embedded([request.content.text], what)
+        decisions, asked = await reconciled(
+            [NewMemory(request.content, vector)], save_source(request), provenance(None), what
+        )
+        return save_record(request, decisions, usage_of(asked))
+
+    async def result_for(
+        record: InputRecord, event_id: str, decide: Callable[[], Awaitable[ResultRecord]]
+    ) -> ResultRecord:
+        """The stage's own earlier result if it wrote one, else a new one, written and waited
+        for."""
+        written = progress.get(written_key(record.partition))
+        after = int(written) if written else None
+        result = await own_results.take(record.partition, event_id, after)
+        if result is not None:
+            log.warning("%s: adopting the result it wrote before a restart", event_id)
+            return result
+        result = await decide()
+        send = partial(_sent, memories, result.key.encode(), encode(result), record.partition)
+        offset = await through_outages(send, f"sending result {result.event_id}")
+        fault_point("extraction.after_result_sent")
+        progress[written_key(record.partition)] = str(offset).encode()
+        return result
+
+    def remember(result: ResultRecord) -> None:
+        before = known_memories.of(result.user_id, result.agent_id)
+        known_memories.store(result.user_id, before, evolve(before, result.decisions))
 
     async def apply(record: InputRecord) -> None:
         try:
-            snapshot = read_snapshot_record(record.key, record.value)
+            event = read_snapshots_record(record.key, record.value)
         except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=stage, reason=str(exc), clock=clock)
             return
-        user_key = snapshot.key.encode()
-        seqs: dict[str, int] = orjson.loads(progress.get(user_key) or b"{}")
-        if already_extracted(seqs, snapshot):
-            log.info("snapshot %s already extracted (%s)", snapshot.event_id, stage)
+        if isinstance(event, MemorySaveRequested):
+            if event.memory_type != memory_type or known_memories.saved_before(
+                event.user_id, event.event_id
+            ):
+                return
+            result = await result_for(
+                record, save_result_id(event.event_id, memory_type), partial(saved, event)
+            )
+            remember(result)
+            known_memories.remember_save(event.user_id, event.event_id)
+            log.info("save %s: %s", event.event_id, [d.event_type for d in result.decisions])
             return
-        written = progress.get(written_key(record.partition))
-        after = int(written) if written else None
-        result_event_id = result_id(snapshot.event_id, memory_type)
-        result = await own_results.take(record.partition, result_event_id, after)
-        if result is not None:
-            log.warning("snapshot %s: adopting this stage's earlier result", snapshot.event_id)
-        else:
-            result = await extracted(snapshot)
-            send = partial(_sent, memories, result.key.encode(), encode(result), record.partition)
-            offset = await through_outages(send, f"sending result {result.event_id}")
-            fault_point("extraction.after_result_sent")
-            progress[written_key(record.partition)] = str(offset).encode()
-        if result.failure:
+        user_key = event.key.encode()
+        seqs: dict[str, int] = orjson.loads(progress.get(user_key) or b"{}")
+        if extractor is None or already_extracted(seqs, event):
+            return
+        result = await result_for(
+            record, result_id(event.event_id, memory_type), partial(extracted, extractor, event)
+        )
+        remember(result)
+        if isinstance(result, SnapshotExtracted) and result.failure:
             await dead_letter(dead_letters, record, stage=stage, reason=result.failure, clock=clock)
-        log.info("snapshot %s: %d %s decisions", snapshot.event_id, len(result.decisions), stage)
-        seqs[snapshot.session_id] = snapshot.seq
+        log.info(
+            "snapshot %s: %s (%s)",
+            event.event_id,
+            [d.event_type for d in result.decisions],
+            result.usage,
+        )
+        seqs[event.session_id] = event.seq
         progress[user_key] = orjson.dumps(seqs)
 
     @app.agent(snapshots, concurrency=1)

@@ -101,23 +101,29 @@ class KafkaLogReader:
 class CommittedOffsets:
     """What a consumer group has committed, read with the public `committed()` API of a consumer
     that carries the group id but never subscribes (so it never joins or rebalances the group;
-    works on Tansu, which lacks the admin API for group offsets)."""
+    works on Tansu, which lacks the admin API for group offsets). The consumer is started once
+    and kept; a failure drops it, and the next call starts a new one."""
 
     def __init__(self, bootstrap_servers: str, group: str) -> None:
         self._bootstrap_servers = bootstrap_servers
         self._group = group
+        self._consumer: AIOKafkaConsumer | None = None
 
     async def __call__(self, partitions: Collection[TP]) -> dict[TP, int | None]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap_servers,
-            group_id=self._group,
-            enable_auto_commit=False,
-        )
-        await consumer.start()
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap_servers,
+                group_id=self._group,
+                enable_auto_commit=False,
+            )
+            await consumer.start()
+            self._consumer = consumer
         try:
             return {
-                tp: await consumer.committed(TopicPartition(tp.topic, tp.partition))
+                tp: await self._consumer.committed(TopicPartition(tp.topic, tp.partition))
                 for tp in partitions
             }
-        finally:
+        except BaseException:
+            consumer, self._consumer = self._consumer, None
             await consumer.stop()
+            raise

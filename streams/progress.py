@@ -1,26 +1,33 @@
 """Every record of a partition, once and in order: the guard against records the consumer skipped.
 
-Faust can acknowledge a record without handing it to the agent and then commit past it: a record
-fetched before a rebalance is skipped when it arrives while flow control is paused or the
-consumer generation changed (the faust-streaming #216/#221 family), and the consumer seeks to the
-committed offset afterwards. Its commit can also run before a table's changelog writes leave the
-producer buffer (`flush_atmost` gives up after 0.1 s). Either way a record would be lost for good,
-which a memory pipeline cannot afford: a lost turn is a lost memory.
+faust-streaming 0.15.3 acknowledges records it never hands to the agent and commits past them.
+`tests/streams/test_faust_skips_records.py` reproduces it with Faust alone, on both brokers, by
+churning a second worker in the group of an app with a table (every memstream stage has one):
 
-So every stage keeps, per input partition, the offset of the last record it applied, in its own
-Faust table (written after the record's effects, so it recovers with the stage's state and is
-never ahead of it). A record beyond the next expected offset means records were skipped: the
-guard reads the missing ones back from the log with a consumer of its own (no group, no
-commits) and hands them to the stage first, in order. Records at or below the last applied
-offset were applied already (a redelivery) and are passed over. Seeking Faust's consumer back
-instead is not reliable while records flow: Faust drops re-fetched records below the offset it
-last read.
+* after a rebalance, table recovery resumes the stream partitions *before* it seeks them back
+  to the committed offsets (`faust/tables/recovery.py`, `on_recovery_completed`), so records
+  keep arriving during the seek; the consumer then sees a jump in offsets, counts the whole gap
+  as acknowledged (`Consumer._add_gap`), and resuming flow control clears the agents' queues, so
+  the records delivered meanwhile are dropped unhandled — and the next commit is past them;
+* records that arrive while flow control is paused or the generation changed are acked as
+  skipped (`faust/streams.py`, the #216/#221 family);
+* a re-fetched record below a stale read offset is dropped without an ack, leaving a commit
+  short of the end (the quiet tail below).
+
+A lost record is a lost memory. So every stage keeps, per input partition, the offset of the
+last record it applied, in its own Faust table (written after the record's effects, so it
+recovers with the stage's state and is never ahead of it). A record beyond the next expected
+offset means records were skipped: the guard reads the missing ones back from the log with a
+consumer of its own (no group, no commits) and hands them to the stage first, in order. Records
+at or below the last applied offset were applied already (a redelivery) and are passed over.
+Seeking Faust's consumer back instead is not reliable while records flow: Faust drops
+re-fetched records below the offset it last read.
 
 A skipped record with no later record in its partition reveals no gap. For that quiet tail
 `reread_skipped` (run by a timer) compares the group's committed offsets (read through the
 public consumer API, `streams.log_reader.CommittedOffsets`) with the progress: a commit beyond
 the last applied record can only come from a skip, and in a quiet partition seeking back to the
-first unapplied record is safe.
+first unapplied record (`Consumer.seek`, public on Faust's `ConsumerT`) is safe.
 """
 
 from __future__ import annotations

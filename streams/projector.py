@@ -19,7 +19,7 @@ import faust
 from pymongo.database import Database
 
 from events.codec import AnyEvent, decode
-from handlers.inputs import InvalidRecord, read_snapshot_record, read_turns_record
+from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
 from projections import ensure_indexes, project
 from streams.app import faust_app, raw_table
 from streams.dead_letters import dead_letter_record
@@ -66,7 +66,7 @@ def create_projector_app(
             if record.topic == topics.turns:
                 return read_turns_record(record.key, record.value)
             if record.topic == topics.snapshots:
-                return read_snapshot_record(record.key, record.value)
+                return read_snapshots_record(record.key, record.value)
         except InvalidRecord as exc:
             log.info("not projected %s (refused upstream): %s", record.position, exc)
             return None

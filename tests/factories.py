@@ -15,13 +15,16 @@ from typing import Any
 from events.dead_letters import InputDeadLettered
 from events.memories import (
     Evidence,
+    LLMUsage,
     MemoryAdded,
     MemoryContent,
     MemoryReinforced,
     MemoryUpdated,
+    Provenance,
     derived_id,
 )
-from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
+from events.saves import MemorySaveRequested
+from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import Principal, SessionFlushRequested, SessionIdled, TurnRecorded
 
 CLOCK = datetime(2026, 1, 31, 12, 0, 0, tzinfo=UTC)
@@ -156,6 +159,18 @@ def evidence(**overrides: Any) -> Evidence:
     return Evidence(**fields)
 
 
+def provenance(**overrides: Any) -> Provenance:
+    """Extracted by the semantic prompt with a scripted model and 2-dimension embeddings."""
+    fields: dict[str, Any] = {
+        "prompt_version": "semantic-3",
+        "llm_model": "scripted-llm",
+        "embedding_model": "scripted-embedding",
+        "embedding_dimensions": 2,
+    }
+    fields.update(overrides)
+    return Provenance(**fields)
+
+
 def memory_added(**overrides: Any) -> MemoryAdded:
     """A semantic `MemoryAdded` (version 1) for u1."""
     memory_id = overrides.pop("memory_id", derived_id("memory", "test", next(_ids)))
@@ -168,6 +183,7 @@ def memory_added(**overrides: Any) -> MemoryAdded:
         "content": content(),
         "embedding": (0.6, 0.8),
         "evidence": evidence(),
+        "provenance": provenance(),
     }
     fields.update(overrides)
     return MemoryAdded(**fields)
@@ -188,6 +204,7 @@ def memory_updated(**overrides: Any) -> MemoryUpdated:
         "embedding": (0.8, 0.6),
         "evidence": evidence(),
         "reason": "the user changed jobs",
+        "provenance": provenance(reconciled_by="llm"),
     }
     fields.update(overrides)
     return MemoryUpdated(**fields)
@@ -204,6 +221,7 @@ def memory_reinforced(**overrides: Any) -> MemoryReinforced:
         "user_id": USER_ID,
         "version": 1,
         "evidence": evidence(),
+        "provenance": provenance(),
     }
     fields.update(overrides)
     return MemoryReinforced(**fields)
@@ -230,3 +248,51 @@ def dead_letter(**overrides: Any) -> InputDeadLettered:
 def principal(kind: str = "end_user", principal_id: str = USER_ID) -> Principal:
     """A `Principal` (end user u1 by default)."""
     return Principal(kind=kind, id=principal_id)  # type: ignore[arg-type]
+
+
+def extracted(
+    snap: SnapshotPromoted | None = None,
+    *contents: MemoryContent,
+    memory_type: str = "semantic",
+    failure: str | None = None,
+    attempts: int = 1,
+) -> SnapshotExtracted:
+    """The extraction record of `snap` that ADDs `contents` (vectors `(1.0, 0.0)`)."""
+    from handlers.extraction.base import ExtractionOutcome
+    from handlers.extraction.results import extraction_record, snapshot_source
+    from handlers.reconcile import new_memory_id
+
+    snap = snap or snapshot()
+    source = snapshot_source(snap)
+    decisions = [
+        MemoryAdded(
+            event_id=derived_id("added", memory_id),
+            occurred_at=snap.occurred_at,
+            memory_id=memory_id,
+            memory_type=memory_type,  # type: ignore[arg-type]
+            user_id=snap.user_id,
+            agent_id=snap.agent_id,
+            content=item,
+            embedding=(1.0, 0.0),
+            evidence=source.evidence,
+            provenance=provenance(),
+        )
+        for item in contents
+        for memory_id in [new_memory_id(memory_type, snap.event_id, item)]  # type: ignore[arg-type]
+    ]
+    outcome = ExtractionOutcome(tuple(contents), attempts, failure=failure)
+    usage = LLMUsage(calls=attempts, prompt_tokens=100 * attempts, completion_tokens=20 * attempts)
+    return extraction_record(snap, memory_type, outcome, decisions, usage)  # type: ignore[arg-type]
+
+
+def save_request(**overrides: Any) -> MemorySaveRequested:
+    """A direct save of a semantic fact about u1."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("save"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "memory_type": "semantic",
+        "content": content(),
+    }
+    fields.update(overrides)
+    return MemorySaveRequested(**fields)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,48 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "the user | user | The user lives in Lisbon."
+
+    agent = subprocess.run(
+        [sys.executable, "-c", readme_example("agent")],
+        env={**os.environ, **pipeline.environment},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert agent.returncode == 0, agent.stderr
+    first, *context = agent.stdout.splitlines()
+    assert first.endswith(" The user lives in Lisbon.")
+    assert context[:2] == ["## About the user", "- The user's name is Tim."]
+    assert "- The user lives in Lisbon." in context
+    assert sum(map(len, context)) + len(context) - 1 <= 600
+
+    database = pipeline.settings.mongodb.database
+    for line in readme_commands():
+        command = shlex.split(line.split("#")[0].replace("--follow", ""))
+        for flag in ("--into", "--against"):  # the test's own databases, not "rebuilt"
+            if flag in command:
+                at = command.index(flag) + 1
+                command[at] = f"{database}_{command[at]}"
+        run = subprocess.run(
+            [sys.executable, "-m", "memstream", *command[1:]],
+            env={**os.environ, **pipeline.environment},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert run.returncode == 0, f"{line}: {run.stdout}{run.stderr}"
+
+
+def readme_commands() -> list[str]:
+    """The `memstream …` lines of the README's bash blocks, in order."""
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+    return [
+        line.strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.strip().startswith("memstream ")
+    ]
 
 
 def test_readme_commands_exist() -> None:

@@ -19,6 +19,8 @@ class Extractor(Protocol):
     """Finds one kind of knowledge in a whole snapshot."""
 
     memory_type: MemoryType
+    prompt_version: str
+    """Names the prompt and parsing rules: recorded on every memory event they produce."""
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         """The chat messages that ask the LLM for this extractor's kind of knowledge."""

@@ -1,13 +1,10 @@
-"""One extraction's result: every decision about one snapshot and memory type, in one record.
+"""Result records: everything one stage decided about one snapshot or one direct save.
 
-`extraction_result` turns what an extractor found (and its embeddings) into the
-`SnapshotExtracted` record the extraction stage writes; the projector expands it, and the first
-record for a snapshot and type wins (docs/architecture.md, "Ids and atomicity"). Every id in it
-derives from the inputs: a memory's id from the snapshot, the type and what the memory says —
-never from its position in an LLM answer, which a re-run LLM does not repeat. All its times are
-the snapshot's event time, so a replay writes the same record.
-
-This version only ADDs; reconciliation against existing memories comes next.
+`extraction_record` and `save_record` wrap the memory events reconciliation decided
+(`handlers.reconcile`) into the one record the stage writes: a `SnapshotExtracted` per snapshot
+and type, a `MemorySaved` per direct save. The projector expands a record, and the first record
+per snapshot (or save) and type wins (docs/architecture.md, "Ids and atomicity"). All times in a
+record are its source's event time, so a replay writes the same record.
 """
 
 from __future__ import annotations
@@ -15,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from events.codec import EventTooLarge, encode
-from events.memories import Evidence, MemoryAdded, MemoryContent, MemoryType, derived_id
+from events.memories import Evidence, LLMUsage, MemoryEvent, MemoryType, derived_id
+from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers.extraction.base import ExtractionOutcome
+from handlers.ports import ChatAnswer
+from handlers.reconcile import Source
 
 EMBEDDING_DIGITS = 7
 """Significant digits kept of each embedding component: float32 precision. Halves the bytes of a
@@ -25,50 +25,48 @@ result record (a 1,536-dimension vector is ~17 kB in JSON instead of ~30 kB) and
 a float32 embedding model produced."""
 
 
-def memory_id_for(
-    snapshot: SnapshotPromoted, memory_type: MemoryType, memory: MemoryContent
-) -> str:
-    """The id of a memory first learned from `snapshot`: from its subject and text."""
-    return derived_id(
-        "memory", memory_type, snapshot.event_id, memory.subject.casefold(), memory.text
+def snapshot_source(snapshot: SnapshotPromoted) -> Source:
+    """Memories extracted from `snapshot`: its user and agent, its evidence, its event time."""
+    return Source(
+        source_id=snapshot.event_id,
+        user_id=snapshot.user_id,
+        agent_id=snapshot.agent_id,
+        evidence=Evidence(
+            source="extraction",
+            snapshot_id=snapshot.event_id,
+            session_id=snapshot.session_id,
+            observed_at=snapshot.occurred_at,
+        ),
+        occurred_at=snapshot.occurred_at,
     )
 
 
-def extraction_result(
+def save_source(request: MemorySaveRequested) -> Source:
+    """A memory saved directly: the request's user, agent, session and event time."""
+    return Source(
+        source_id=request.event_id,
+        user_id=request.user_id,
+        agent_id=request.agent_id,
+        evidence=Evidence(
+            source="sdk", session_id=request.session_id, observed_at=request.occurred_at
+        ),
+        occurred_at=request.occurred_at,
+    )
+
+
+def extraction_record(
     snapshot: SnapshotPromoted,
     memory_type: MemoryType,
-    found: ExtractionOutcome,
-    embeddings: Sequence[Sequence[float]],
+    outcome: ExtractionOutcome,
+    decisions: Sequence[MemoryEvent],
+    usage: LLMUsage,
 ) -> SnapshotExtracted:
     """The record of one memory type's extraction of `snapshot`.
 
     A result too large for one record (`events.codec.MAX_EVENT_BYTES`) is refused like any
     invalid LLM output: it carries no decisions and says why in `failure`.
     """
-    if len(found.memories) != len(embeddings):
-        raise ValueError(f"{len(found.memories)} memories but {len(embeddings)} embeddings")
-    evidence = Evidence(
-        source="extraction",
-        snapshot_id=snapshot.event_id,
-        session_id=snapshot.session_id,
-        observed_at=snapshot.occurred_at,
-    )
-    decisions = [
-        MemoryAdded(
-            event_id=derived_id("added", memory_id),
-            occurred_at=snapshot.occurred_at,
-            memory_id=memory_id,
-            memory_type=memory_type,
-            user_id=snapshot.user_id,
-            agent_id=snapshot.agent_id,
-            content=content,
-            embedding=rounded(vector),
-            evidence=evidence,
-        )
-        for content, vector in zip(found.memories, embeddings, strict=True)
-        for memory_id in [memory_id_for(snapshot, memory_type, content)]
-    ]
-    result = SnapshotExtracted(
+    record = SnapshotExtracted(
         event_id=result_id(snapshot.event_id, memory_type),
         occurred_at=snapshot.occurred_at,
         snapshot_id=snapshot.event_id,
@@ -77,20 +75,51 @@ def extraction_result(
         agent_id=snapshot.agent_id,
         memory_type=memory_type,
         decisions=tuple(decisions),
-        attempts=found.attempts,
-        failure=found.failure,
+        attempts=outcome.attempts,
+        failure=outcome.failure,
+        usage=usage,
     )
     try:
-        encode(result)
+        encode(record)
     except EventTooLarge as exc:
         failure = f"the extraction is too large for one record ({len(decisions)} memories): {exc}"
-        return result.model_copy(update={"decisions": (), "failure": failure})
-    return result
+        return record.model_copy(update={"decisions": (), "failure": failure})
+    return record
+
+
+def save_record(
+    request: MemorySaveRequested, decisions: Sequence[MemoryEvent], usage: LLMUsage
+) -> MemorySaved:
+    """The record of one direct save's reconciliation."""
+    return MemorySaved(
+        event_id=save_result_id(request.event_id, request.memory_type),
+        occurred_at=request.occurred_at,
+        save_id=request.event_id,
+        user_id=request.user_id,
+        agent_id=request.agent_id,
+        memory_type=request.memory_type,
+        decisions=tuple(decisions),
+        usage=usage,
+    )
 
 
 def result_id(snapshot_id: str, memory_type: MemoryType) -> str:
     """The event id of a snapshot's extraction result for one type: one per snapshot and type."""
     return derived_id("extracted", snapshot_id, memory_type)
+
+
+def save_result_id(save_id: str, memory_type: MemoryType) -> str:
+    """The event id of a direct save's result: one per save."""
+    return derived_id("saved", save_id, memory_type)
+
+
+def usage_of(answers: Sequence[ChatAnswer]) -> LLMUsage:
+    """The calls and tokens of `answers`."""
+    return LLMUsage(
+        calls=len(answers),
+        prompt_tokens=sum(answer.prompt_tokens for answer in answers),
+        completion_tokens=sum(answer.completion_tokens for answer in answers),
+    )
 
 
 def rounded(vector: Sequence[float]) -> tuple[float, ...]:

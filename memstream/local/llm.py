@@ -473,10 +473,12 @@ def start_local_llm(
     n_threads: int | None = None,
     log_path: Path | None = None,
     startup_timeout: float = 120.0,
+    extra_args: Sequence[str] = (),
 ) -> LocalLLMServer:
     """Assemble (or reuse) the model, or take ``$MEMSTREAM_LOCAL_MODEL``, and start a server.
 
-    The caller owns the returned running server: ``stop()`` it, or use it in a ``with`` block.
+    ``extra_args`` go to the llama.cpp server's command line (e.g. ``--cache true``). The caller
+    owns the returned running server: ``stop()`` it, or use it in a ``with`` block.
     """
     if not llama_cpp_available():
         raise LocalLLMUnavailable(
@@ -491,5 +493,6 @@ def start_local_llm(
         n_threads=n_threads,
         log_path=log_path,
         startup_timeout=startup_timeout,
+        extra_args=extra_args,
     )
     return server.start()

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-import events.codec as codec
+import events.upcasting as upcasting
 from events import (
     EventDecodeError,
     EventTooLarge,
@@ -24,8 +24,6 @@ from events import (
 )
 from events.codec import EVENT_TYPES, MAX_EVENT_BYTES
 from events.schema import export_schemas, json_schemas
-from handlers.extraction.base import ExtractionOutcome
-from handlers.extraction.results import extraction_result
 from tests import factories as f
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -44,12 +42,12 @@ EXAMPLES: dict[str, Any] = {
     "TurnRecorded/tool": lambda: f.turn(role="tool", tool_name="search", content='{"hits": 0}'),
     "SessionFlushRequested": lambda: f.flush(),
     "SessionIdled": lambda: f.idle(2),
-    "SnapshotExtracted": lambda: extraction_result(
-        f.snapshot(), "semantic", ExtractionOutcome((f.content(),), 2), [[0.6, 0.8]]
+    "SnapshotExtracted": lambda: f.extracted(f.snapshot(), f.content(), attempts=2),
+    "SnapshotExtracted/failure": lambda: f.extracted(
+        f.snapshot(), failure="invalid LLM output", attempts=3
     ),
-    "SnapshotExtracted/failure": lambda: extraction_result(
-        f.snapshot(), "semantic", ExtractionOutcome((), 3, failure="invalid LLM output"), []
-    ),
+    "MemorySaveRequested": lambda: f.save_request(agent_id="agent-1", session_id="s1"),
+    "MemorySaved": lambda: _saved(),
     "SnapshotPromoted": lambda: f.snapshot(
         turns=[f.turn(name="Tim"), f.turn(role="assistant", content="Noted.")], seq=3
     ),
@@ -58,6 +56,13 @@ EXAMPLES: dict[str, Any] = {
     "MemoryReinforced": lambda: f.memory_reinforced(merged_attributes={"aliases": ["X"]}),
     "InputDeadLettered": lambda: f.dead_letter(),
 }
+
+
+def _saved() -> Any:
+    from handlers.extraction.results import save_record
+
+    request = f.save_request()
+    return save_record(request, [f.memory_added()], f.LLMUsage())
 
 
 def _turn_payload(**changes: Any) -> dict[str, Any]:
@@ -264,7 +269,7 @@ def test_stored_v0_sample_is_refused_without_an_upcaster() -> None:
 
 
 def test_registered_upcaster_lifts_a_stored_v0_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codec, "UPCASTERS", {("TurnRecorded", 0): _turn_v0_to_v1})
+    monkeypatch.setattr(upcasting, "UPCASTERS", {("TurnRecorded", 0): _turn_v0_to_v1})
     event = decode(LEGACY_TURN.read_bytes())
     assert isinstance(event, TurnRecorded)
     assert event.schema_version == 1
@@ -284,7 +289,7 @@ def test_upcasters_chain_until_the_current_version(monkeypatch: pytest.MonkeyPat
         return lift
 
     monkeypatch.setattr(
-        codec, "UPCASTERS", {("SessionFlushRequested", -5 + i): step(-5 + i) for i in range(6)}
+        upcasting, "UPCASTERS", {("SessionFlushRequested", -5 + i): step(-5 + i) for i in range(6)}
     )
     payload = {**json.loads(encode(f.flush())), "schema_version": -3}
     event = decode(orjson.dumps(payload))
@@ -293,7 +298,7 @@ def test_upcasters_chain_until_the_current_version(monkeypatch: pytest.MonkeyPat
 
 
 def test_upcasters_only_apply_to_their_event_type(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codec, "UPCASTERS", {("SessionIdled", 0): _turn_v0_to_v1})
+    monkeypatch.setattr(upcasting, "UPCASTERS", {("SessionIdled", 0): _turn_v0_to_v1})
     assert "schema_version" in _decode_error(LEGACY_TURN.read_bytes())
 
 
@@ -304,6 +309,22 @@ def test_a_stored_v1_extraction_record_is_lifted_to_v2_without_decisions() -> No
     assert event.schema_version == 2
     assert event.decisions == () and event.memory_ids == ()  # its MemoryAdded came separately
     assert event.snapshot_id == json.loads(stored.read_text())["snapshot_id"]
+
+
+@pytest.mark.parametrize("name", ["MemoryAdded", "MemoryUpdated", "MemoryReinforced"])
+def test_a_stored_v1_memory_event_is_lifted_to_v2_without_provenance(name: str) -> None:
+    event = decode((SAMPLES / "legacy" / f"{name}.v1.json").read_bytes())
+    assert type(event).__name__ == name
+    assert event.schema_version == 2
+    assert event.provenance is None  # type: ignore[union-attr]
+
+
+def test_decisions_nested_in_a_stored_result_are_lifted_too() -> None:
+    stored = SAMPLES / "legacy" / "SnapshotExtracted.v2-nested-v1.json"
+    event = decode(stored.read_bytes())
+    assert isinstance(event, SnapshotExtracted)
+    (decision,) = event.decisions
+    assert decision.schema_version == 2 and decision.provenance is None
 
 
 def test_an_extraction_record_refuses_a_decision_about_another_user() -> None:

@@ -10,8 +10,8 @@ import pytest
 from events import encode
 from handlers.inputs import (
     InvalidRecord,
-    read_extraction_record,
-    read_snapshot_record,
+    read_result_record,
+    read_snapshots_record,
     read_turns_record,
 )
 from tests import factories as f
@@ -43,16 +43,19 @@ def test_a_turns_record_that_is_not_a_turn_or_command_is_refused(
         read_turns_record(b"u1|s1", value)
 
 
-def test_a_snapshot_record_keyed_by_its_user_is_read() -> None:
-    snapshot = f.snapshot()
-    assert read_snapshot_record(b"u1", encode(snapshot)) == snapshot
+def test_snapshots_and_save_requests_keyed_by_their_user_are_read() -> None:
+    snapshot, save = f.snapshot(), f.save_request()
+    assert read_snapshots_record(b"u1", encode(snapshot)) == snapshot
+    assert read_snapshots_record(b"u1", encode(save)) == save
     with pytest.raises(InvalidRecord, match="record key"):
-        read_snapshot_record(b"u1|s1", encode(snapshot))
+        read_snapshots_record(b"u1|s1", encode(snapshot))
     with pytest.raises(InvalidRecord, match="does not belong on the snapshots topic"):
-        read_snapshot_record(b"u1|s1", encode(f.turn()))
+        read_snapshots_record(b"u1|s1", encode(f.turn()))
 
 
-def test_only_extraction_results_are_read_as_results() -> None:
-    assert read_extraction_record(b"u1", encode(f.memory_added())) is None
+def test_only_result_records_are_read_as_results() -> None:
+    result = f.extracted(f.snapshot(), f.content())
+    assert read_result_record(b"u1", encode(result)) == result
+    assert read_result_record(b"u1", encode(f.memory_added())) is None
     with pytest.raises(InvalidRecord):
-        read_extraction_record(b"u1", b"{}")
+        read_result_record(b"u1", b"{}")

@@ -19,6 +19,7 @@ import pytest
 
 from memstream.client import MemoryClient
 from memstream.config import load_settings
+from memstream.sync_client import SyncMemoryClient
 from tests.support.pipeline import eventually
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -94,7 +95,7 @@ def record_and_flush(environment: dict[str, str], content: str) -> None:
 
 
 def read(environment: dict[str, str]) -> tuple[list[Any], list[Any], Any]:
-    client = MemoryClient(load_settings(environ=environment))
+    client = SyncMemoryClient(load_settings(environ=environment))
     try:
         return (
             client.snapshots("tim", "chat-1"),
@@ -102,7 +103,7 @@ def read(environment: dict[str, str]) -> tuple[list[Any], list[Any], Any]:
             client.profile("tim"),
         )
     finally:
-        asyncio.run(client.close())
+        client.close()
 
 
 def test_a_restarted_up_with_a_reused_session_id_keeps_every_snapshot_and_memory(

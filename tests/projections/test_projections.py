@@ -18,6 +18,7 @@ from events import (
     MemoryContent,
     MemoryReinforced,
     MemoryUpdated,
+    Provenance,
     SnapshotExtracted,
     SnapshotPromoted,
     SnapshotTurn,
@@ -27,6 +28,12 @@ from events.codec import AnyEvent
 from projections import ensure_indexes, project
 
 pytestmark = pytest.mark.integration
+PROVENANCE = Provenance(
+    prompt_version="semantic-3",
+    llm_model="scripted",
+    embedding_model="scripted-embedding",
+    embedding_dimensions=2,
+)
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 Db = Database[dict[str, Any]]
 
@@ -105,6 +112,7 @@ def history() -> list[AnyEvent]:
                     content=content("The user lives in Lisbon.", profile_field="location"),
                     embedding=(0.1, 0.2),
                     evidence=evidence(),
+                    provenance=PROVENANCE,
                 ),
                 MemoryAdded(
                     event_id="e2",
@@ -114,6 +122,7 @@ def history() -> list[AnyEvent]:
                     user_id="tim",
                     content=content("John is a nurse in Berlin.", subject="John"),
                     evidence=evidence(),
+                    provenance=PROVENANCE,
                 ),
             ),
             attempts=1,
@@ -126,6 +135,7 @@ def history() -> list[AnyEvent]:
             user_id="tim",
             version=1,
             evidence=evidence("snap-2", 1),
+            provenance=PROVENANCE,
         ),
         MemoryUpdated(
             event_id="e4",
@@ -137,6 +147,7 @@ def history() -> list[AnyEvent]:
             supersedes_version=1,
             content=content("The user lives in Porto.", profile_field="location"),
             evidence=evidence("snap-3", 2),
+            provenance=PROVENANCE,
             reason="moved",
         ),
     ]
@@ -248,12 +259,9 @@ def snapshot_of(*turns: TurnRecorded, seq: int = 0) -> SnapshotPromoted:
 
 
 def result_for(snapshot: SnapshotPromoted, *texts: str, attempts: int = 1) -> SnapshotExtracted:
-    from handlers.extraction.base import ExtractionOutcome
-    from handlers.extraction.results import extraction_result
+    from tests import factories as f
 
-    memories = tuple(content(text) for text in texts)
-    outcome = ExtractionOutcome(memories, attempts)
-    return extraction_result(snapshot, "semantic", outcome, [[1.0, 0.0]] * len(memories))
+    return f.extracted(snapshot, *(content(text) for text in texts), attempts=attempts)
 
 
 def test_the_first_extraction_result_wins_over_a_re_extraction(db: Db) -> None:
@@ -276,11 +284,16 @@ def test_a_first_result_half_applied_before_a_crash_is_completed_by_its_redelive
     snapshot = snapshot_of(turn_event("t1", "I work at Stripe and I like tea."))
     first = result_for(snapshot, "The user works at Stripe.", "The user likes tea.")
     partial_view = first.model_copy(update={"decisions": first.decisions[:1]})
-    from projections.extractions import _claim
     from projections.memories import project_memory_event
+    from projections.writes import LiveWrites
 
-    assert _claim(db, first)  # the claim landed, then only one decision before the crash
-    project_memory_event(db, partial_view.decisions[0])
+    live = LiveWrites(db)
+    record = {"event_id": first.event_id}
+    from projections.identity import fingerprint_of
+
+    fingerprint = fingerprint_of(first.model_dump())
+    assert live.claim("snapshots", snapshot.event_id, "extractions.semantic", record, fingerprint)
+    project_memory_event(live, partial_view.decisions[0])  # then the crash
     project(db, first)  # the redelivery
     assert db["memories"].count_documents({"user_id": "tim"}) == 2
 
@@ -336,8 +349,50 @@ def test_a_memory_event_id_reused_for_other_content_is_a_collision(db: Db) -> No
         user_id="tim",
         content=content("The user lives in Lisbon."),
         evidence=evidence(),
+        provenance=PROVENANCE,
     )
     project(db, added)
     project(db, added)
     with pytest.raises(IdCollision):
         project(db, added.model_copy(update={"content": content("The user lives in Porto.")}))
+
+
+def test_a_bulk_replay_builds_the_same_read_model_as_live_projection(db: Db, mongo: Any) -> None:
+    from projections import BulkWrites, apply_event
+
+    snapshot = snapshot_of(turn_event("t1", "I work at Stripe."))
+    events: list[AnyEvent] = [
+        *history(),
+        turn_event("t1", "I work at Stripe."),
+        snapshot,
+        result_for(snapshot, "The user works at Stripe."),
+        result_for(snapshot, "Something a re-extraction said."),  # a later result: ignored
+        turn_event("t1", "I work at Stripe."),  # a redelivery
+    ]
+    for event in events:
+        project(db, event)
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    rebuilt = client[f"bulk_{uuid.uuid4().hex[:10]}"]
+    try:
+        ensure_indexes(rebuilt)
+        writes = BulkWrites(rebuilt, batch=3)  # small batches: ordering across batches too
+        turns_first = sorted(events, key=lambda e: not isinstance(e, TurnRecorded))
+        for event in turns_first:
+            apply_event(writes, event)
+        writes.flush()
+        assert writes.collisions == []
+        assert read_model(rebuilt) == read_model(db)
+    finally:
+        client.drop_database(rebuilt.name)
+        client.close()
+
+
+def test_a_bulk_replay_reports_a_collision_and_goes_on(db: Db) -> None:
+    from projections import BulkWrites, apply_event
+
+    writes = BulkWrites(db)
+    for event in (turn_event("t1", "Lisbon."), turn_event("t1", "Porto."), turn_event("t2", "x")):
+        apply_event(writes, event)
+    writes.flush()
+    assert writes.collisions == ["turns 't1' already holds other content"]
+    assert db["turns"].count_documents({}) == 2

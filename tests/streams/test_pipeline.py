@@ -282,13 +282,14 @@ def test_extraction_worker_killed_duplicates_no_memory(pipeline_factory: Any) ->
     pipeline.record("bob", "s", [{"role": "user", "content": "Still at Stripe."}])
     pipeline.flush("bob", "s")
     eventually(lambda: pipeline.snapshots(user_id="bob"), lambda s: len(s) == 2, what="2 snapshots")
-    memories = eventually(
+    (memory,) = eventually(
         lambda: pipeline.memories(user_id="bob"),
-        lambda m: len(m) == 2,
-        what="a memory per snapshot",
+        lambda m: len(m) == 1 and m[0]["reinforcement_count"] == 1,
+        what="one memory, restated by the second snapshot",
     )
-    assert len({m["memory_id"] for m in memories}) == 2
-    assert pipeline.db["memory_events"].count_documents({"user_id": "bob"}) == 2
+    assert len(memory["evidence"]) == 2
+    kinds = [e["event_type"] for e in pipeline.db["memory_events"].find({"user_id": "bob"})]
+    assert sorted(kinds) == ["MemoryAdded", "MemoryReinforced"]
 
 
 def test_bad_input_is_dead_lettered_and_processing_goes_on(pipeline_factory: Any) -> None:
@@ -438,11 +439,11 @@ def test_multi_speaker_facts_keep_their_subjects_and_owners(pipeline_factory: An
     assert set(profile["fields"]) == {"name", "employer"}
     assert pipeline.db["profiles"].count_documents({}) == 1
     # Short-term memory read back from L1_RAW for a prompt: other speakers cut, the user whole.
-    from memstream.client import MemoryClient
+    from memstream.sync_client import SyncMemoryClient
 
-    client = MemoryClient(pipeline.settings)
+    client = SyncMemoryClient(pipeline.settings)
     history = client.session_history("tim", "party", max_chars_per_message=12).splitlines()
     assert history[:2] == ["The user's name is Tim", "[user]: I work at Stripe and I like coffee."]
     assert history[2].startswith("[John]: I am a nurs") and history[2].endswith("…")
     assert history[3] == "[assistant]: Nice to mee…"  # 11 characters and the marker
-    asyncio.run(client.close())
+    client.close()

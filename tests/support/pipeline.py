@@ -24,6 +24,8 @@ TEST_WINDOW = {
     "MEMSTREAM_IDLE_TIMEOUT": "3",
     "MEMSTREAM_IDLE_CHECK_INTERVAL": "0.5",
 }
+TEST_EXTRACTION = {"MEMSTREAM_ENABLED_EXTRACTIONS": "semantic"}
+"""Pipeline tests script semantic answers; a test of another type enables it explicitly."""
 APACHE_ENVIRONMENT = {"MEMSTREAM_SESSION_TIMEOUT": "6", "MEMSTREAM_HEARTBEAT_INTERVAL": "1"}
 
 
@@ -57,6 +59,7 @@ class PipelineHarness:
             "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
             **flavour_environment,
             **TEST_WINDOW,
+            **TEST_EXTRACTION,
             **environment,
         }
         self.settings: Settings = load_settings(environ=self.environment)
@@ -85,6 +88,16 @@ class PipelineHarness:
 
     def flush(self, user_id: str, session_id: str) -> None:
         asyncio.run(self._flush(user_id, session_id))
+
+    def save(self, user_id: str, memory_type: str, text: str, **options: Any) -> str:
+        """`MemoryClient.save(...)`: a direct save; returns its id."""
+        from memstream.client import MemoryClient
+
+        async def send() -> str:
+            async with MemoryClient(self.settings) as client:
+                return await client.save(user_id, memory_type, text, **options)  # type: ignore[arg-type]
+
+        return asyncio.run(send())
 
     async def _record(self, user_id: str, session_id: str, messages: list[dict[str, Any]]) -> None:
         from memstream.client import MemoryClient

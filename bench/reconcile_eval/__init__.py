@@ -1,0 +1,1 @@
+"""Labelled evaluation of reconciliation: memory pairs, thresholds, and the LLM band."""

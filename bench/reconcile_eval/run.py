@@ -1,0 +1,607 @@
+"""Labelled evaluation of reconciliation (ADD / UPDATE / REINFORCE) and of its thresholds.
+
+    .venv/bin/python bench/reconcile_eval/run.py --embed-only               # thresholds only
+    .venv/bin/python bench/reconcile_eval/run.py --local large              # packaged 1.5B model
+    .venv/bin/python bench/reconcile_eval/run.py --base-url URL --model NAME [--api-key KEY]
+        [--pairs FILE] [--pair ID ...] [--reinforce R --ask A] [--distractors 2]
+        [--system-prompt FILE] [--out report.json] [--timeout 900] [--no-warmup]
+
+Every memory text of the labelled pairs (``pairs.json``, format in `bench.reconcile_eval.pairs`)
+is embedded with the local embedder (`memstream.local.embedder`), rounded as the pipeline stores
+vectors. Each pair's new memory is reconciled in a scope of the pair's existing memory plus up to
+``--distractors`` same-subject memories of other pairs; its candidates are ranked by
+`handlers.reconcile.options_for` (same subject, cosine).
+
+Thresholds: zone counts at every (reinforce, ask) of a 0.005 grid from 0.80 to 1.00, and the
+defaults the documented rule picks (`bench.reconcile_eval.scoring.choose_thresholds`), unless
+``--reinforce``/``--ask`` are given. Then, unless ``--embed-only``, every pair goes through
+`handlers.reconcile.reconcile` at those thresholds, with `handlers.reconcile_prompt.ask` as its
+LLM port exactly as the extraction stage wires it (``attempts`` retries with the reason), and
+the decision is scored. Tables go to stdout; ``--out`` writes JSON with every pair's
+similarities, zone, LLM answers and verdict. ``--system-prompt FILE`` replaces
+`handlers.reconcile_prompt.SYSTEM_PROMPT` for this run only, to measure a candidate prompt
+before proposing it (the user turn and the strict parser stay the handler's). ``--report FILE``
+prints the tables of a saved JSON report again, without any model.
+
+With ``--local small|large`` the script starts the packaged llama.cpp server itself
+(`memstream.local.llm.start_local_llm`) and stops it afterwards; check first that no other model
+server is running (two on 2 cores slow each other down far more than 2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.reconcile_eval.pairs import (
+    DEFAULT_PAIRS_FILE,
+    Pair,
+    parse_pairs,
+    scope_for,
+    texts,
+)
+from bench.reconcile_eval.scoring import (
+    HARMS,
+    Choice,
+    Outcome,
+    Ranked,
+    Request,
+    SelectionRule,
+    ZoneCounts,
+    choose_thresholds,
+    confusion,
+    counts,
+    groups,
+    harm,
+    llm_usage,
+    sweep,
+    tally,
+    zone,
+)
+from bench.reconcile_eval.tables import GRID, report
+from events.memories import Evidence, MemoryAdded, MemoryUpdated, Provenance
+from handlers import reconcile_prompt
+from handlers.extraction.results import rounded
+from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
+from handlers.reconcile import (
+    Action,
+    Answer,
+    KnownMemory,
+    NewMemory,
+    Option,
+    Source,
+    Thresholds,
+    cosine,
+    options_for,
+    reconcile,
+)
+from memstream.providers import OpenAIChatModel
+
+RULE = SelectionRule()
+CONFIG_DEFAULTS = (0.95, 0.86)
+"""`memstream.config.ReconcileSettings` defaults when this benchmark was written."""
+USER_ID = "eval-user"
+CLOCK = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A pair, its scope, its new memory (with vector) and its ranked candidates."""
+
+    ranked: Ranked
+    scope: tuple[KnownMemory, ...]
+    new: NewMemory
+
+
+@dataclass
+class TimedChatModel:
+    """Passes requests to `inner`, timing each and keeping its answer."""
+
+    inner: ChatModel
+    requests: list[Request] = field(default_factory=list)
+
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
+        started = time.perf_counter()
+        answer = await self.inner.complete_json(messages)
+        self.requests.append(
+            Request(
+                seconds=time.perf_counter() - started,
+                prompt_tokens=answer.prompt_tokens,
+                completion_tokens=answer.completion_tokens,
+                text=answer.text,
+            )
+        )
+        return answer
+
+
+def embed(pairs: Sequence[Pair]) -> tuple[str, int, dict[str, tuple[float, ...]]]:
+    """(model name, dimension, text → vector) for every text of `pairs`, with the local
+    embedder, each vector rounded as the extraction stage stores it."""
+    from memstream.local.embedder import load_local_embedder
+
+    embedder = load_local_embedder()
+    items = texts(pairs)
+    vectors = embedder.embed(items)
+    return (
+        embedder.model_name,
+        embedder.dimension,
+        {text: rounded(vector) for text, vector in zip(items, vectors, strict=True)},
+    )
+
+
+def prepare(
+    pairs: Sequence[Pair],
+    everyone: Sequence[Pair],
+    vectors: Mapping[str, tuple[float, ...]],
+    *,
+    model: str,
+    distractor_count: int,
+) -> list[Prepared]:
+    """Each pair's scope (distractors drawn from `everyone`) and ranked candidates."""
+    prepared = []
+    for pair in pairs:
+        scope = scope_for(pair, everyone, vectors, model=model, distractor_count=distractor_count)
+        new = NewMemory(pair.new, vectors[pair.new.text])
+        options = options_for(pair.memory_type, new, scope, embedding_model=model)
+        ranked = Ranked(
+            pair=pair,
+            candidates=tuple((o.memory.memory_id, o.similarity) for o in options),
+            similarity=cosine(scope[0].embedding, new.embedding),
+        )
+        prepared.append(Prepared(ranked, tuple(scope), new))
+    return prepared
+
+
+async def decide(
+    item: Prepared,
+    thresholds: Thresholds,
+    llm: ChatModel,
+    *,
+    attempts: int,
+    provenance: Provenance,
+) -> Outcome:
+    """Reconcile the pair's new memory in its scope as the extraction stage does."""
+    pair = item.ranked.pair
+    timed = TimedChatModel(llm)
+    shown: list[str] = []
+    unusable = False
+
+    async def ask(new: NewMemory, options: Sequence[Option]) -> Answer | None:
+        nonlocal unusable
+        shown.extend(option.memory.memory_id for option in options)
+        answer, _ = await reconcile_prompt.ask(timed, new, options, attempts=attempts)
+        unusable = answer is None
+        return answer
+
+    source = Source(
+        source_id=f"eval-{pair.id}",
+        user_id=USER_ID,
+        agent_id=None,
+        evidence=Evidence(source="sdk", observed_at=CLOCK),
+        occurred_at=CLOCK,
+    )
+    expected_zone = zone(item.ranked, thresholds.reinforce, thresholds.ask)
+    try:
+        result = await reconcile(
+            pair.memory_type,
+            [item.new],
+            item.scope,
+            source=source,
+            provenance=provenance,
+            thresholds=thresholds,
+            ask=ask,
+        )
+    except LLMUnavailable as exc:
+        return Outcome(
+            pair, expected_zone, None, None, "", tuple(shown), tuple(timed.requests),
+            failure=f"LLM unavailable: {exc}",
+        )  # fmt: skip
+    (event,) = result.events
+    action: Action = (
+        "ADD"
+        if isinstance(event, MemoryAdded)
+        else "UPDATE"
+        if isinstance(event, MemoryUpdated)
+        else "REINFORCE"
+    )
+    decided_zone = "LLM" if result.asked else ("REINFORCE" if action == "REINFORCE" else "ADD")
+    if decided_zone != expected_zone:
+        raise AssertionError(f"{pair.id}: reconcile used zone {decided_zone}, not {expected_zone}")
+    return Outcome(
+        pair=pair,
+        zone=decided_zone,
+        action=action,
+        target=None if action == "ADD" else event.memory_id,
+        reason=result.notes[0],
+        shown=tuple(shown),
+        requests=tuple(timed.requests),
+        unusable=unusable,
+    )
+
+
+async def evaluate(
+    items: Sequence[Prepared],
+    thresholds: Thresholds,
+    llm: ChatModel,
+    *,
+    attempts: int,
+    provenance: Provenance,
+    warmup: bool,
+) -> list[Outcome]:
+    if warmup and any(
+        zone(item.ranked, thresholds.reinforce, thresholds.ask) == "LLM" for item in items
+    ):
+        await llm.complete_json(
+            [{"role": "user", "content": 'Answer with the JSON object {"ok": true}.'}]
+        )
+    outcomes = []
+    for item in items:
+        outcome = await decide(item, thresholds, llm, attempts=attempts, provenance=provenance)
+        outcomes.append(outcome)
+        _print_outcome(outcome, item.ranked)
+    return outcomes
+
+
+def _print_outcome(outcome: Outcome, ranked: Ranked) -> None:
+    verdict = "ok" if outcome.right else "WRONG"
+    seconds = sum(request.seconds for request in outcome.requests)
+    best = f"{ranked.best:.3f}" if ranked.best is not None else "  -  "
+    print(
+        f"{outcome.pair.id:<28} best={best} {outcome.zone:<9} expected={outcome.pair.expected:<9} "
+        f"decided={outcome.decided:<24} {verdict:<5} {seconds:5.1f} s",
+        flush=True,
+    )
+
+
+# --- JSON ---------------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 0
+    return {
+        "cpus": cpus,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def _counts_json(c: ZoneCounts) -> dict[str, Any]:
+    return {
+        **asdict(c),
+        "rule_accuracy": c.rule_accuracy,
+        "llm_share": c.llm_share,
+        "best_case_accuracy": c.best_case_accuracy,
+    }
+
+
+def report_json(
+    *,
+    command: Sequence[str],
+    embedding: tuple[str, int],
+    model: str | None,
+    base_url: str | None,
+    prepared: Sequence[Prepared],
+    rule: SelectionRule,
+    choice: Choice,
+    thresholds: Thresholds,
+    max_options: int,
+    distractors: int,
+    attempts: int,
+    system_prompt: Path | None,
+    outcomes: Sequence[Outcome] | None,
+) -> dict[str, Any]:
+    rankeds = [item.ranked for item in prepared]
+    by_id = {o.pair.id: o for o in outcomes or ()}
+    points = sweep(rankeds, GRID, max_options)
+    columns = list(asdict(points[0]))
+    document: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(command),
+        "machine": machine(),
+        "embedding_model": {"name": embedding[0], "dimensions": embedding[1]},
+        "llm_model": model,
+        "base_url": base_url,
+        "prompt_version": reconcile_prompt.PROMPT_VERSION,
+        "system_prompt_file": str(system_prompt) if system_prompt else None,
+        "system_prompt": reconcile_prompt.SYSTEM_PROMPT,
+        "distractors": distractors,
+        "attempts": attempts,
+        "selection_rule": asdict(rule),
+        "choice": asdict(choice),
+        "thresholds": asdict(thresholds),
+        "at_thresholds": _counts_json(
+            counts(rankeds, thresholds.reinforce, thresholds.ask, max_options)
+        ),
+        "at_config_defaults": _counts_json(counts(rankeds, *CONFIG_DEFAULTS, max_options)),
+        "sweep": {"columns": columns, "rows": [list(asdict(p).values()) for p in points]},
+        "pairs": [],
+    }
+    if outcomes is not None:
+        usage = llm_usage(outcomes)
+        document["end_to_end"] = {
+            label: asdict(tally(by_id[i].right for i in ids))
+            for label, ids in groups(o.pair for o in outcomes)
+        }
+        document["llm_band"] = {
+            label: asdict(tally(by_id[i].right for i in ids if by_id[i].zone == "LLM"))
+            for label, ids in groups(o.pair for o in outcomes)
+        }
+        document["confusion"] = confusion(outcomes)
+        document["harm"] = {kind: sum(harm(o) == kind for o in outcomes) for kind in HARMS}
+        document["llm_usage"] = {
+            **asdict(usage),
+            "mean_seconds": usage.mean_seconds,
+            "median_seconds": usage.median_seconds,
+        }
+    for item in prepared:
+        ranked, pair = item.ranked, item.ranked.pair
+        entry: dict[str, Any] = {
+            "id": pair.id,
+            "language": pair.language,
+            "memory_type": pair.memory_type,
+            "kind": pair.kind,
+            "hard": pair.hard,
+            "expected": pair.expected,
+            "existing": pair.existing.text,
+            "new": pair.new.text,
+            "similarity": round(ranked.similarity, 6),
+            "candidates": [
+                {"memory_id": memory_id, "similarity": round(similarity, 6)}
+                for memory_id, similarity in ranked.candidates
+            ],
+            "zone": zone(ranked, thresholds.reinforce, thresholds.ask),
+        }
+        outcome = by_id.get(pair.id)
+        if outcome is not None:
+            entry["decision"] = {
+                "action": outcome.action,
+                "target": outcome.target,
+                "decided": outcome.decided,
+                "right": outcome.right,
+                "harm": harm(outcome),
+                "note": outcome.reason,
+                "shown": list(outcome.shown),
+                "unusable": outcome.unusable,
+                "failure": outcome.failure,
+                "requests": [asdict(request) for request in outcome.requests],
+            }
+        document["pairs"].append(entry)
+    return document
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
+    parser.add_argument("--model", help="model name (default $MEMSTREAM_LLM_MODEL)")
+    parser.add_argument("--api-key", help="API key (default $OPENAI_API_KEY)")
+    parser.add_argument(
+        "--local", choices=("small", "large"), help="start the packaged llama.cpp model"
+    )
+    parser.add_argument("--embed-only", action="store_true", help="thresholds only, no LLM")
+    parser.add_argument(
+        "--pairs", type=Path, default=DEFAULT_PAIRS_FILE, help="labelled pairs file"
+    )
+    parser.add_argument("--pair", action="append", default=[], help="only this pair id")
+    parser.add_argument("--reinforce", type=float, help="use this threshold, not the chosen one")
+    parser.add_argument("--ask", type=float, help="use this threshold, not the chosen one")
+    parser.add_argument("--distractors", type=int, default=2, help="distractors per scope")
+    parser.add_argument("--max-options", type=int, default=3, help="candidates the LLM sees")
+    parser.add_argument("--attempts", type=int, default=3, help="LLM attempts per memory")
+    parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
+    parser.add_argument("--max-tokens", type=int, default=1024)
+    parser.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up")
+    parser.add_argument(
+        "--system-prompt", type=Path, help="use this system prompt instead of the handler's"
+    )
+    parser.add_argument(
+        "--report", type=Path, help="print the tables of a saved JSON report again, and stop"
+    )
+    args = parser.parse_args(argv)
+    if args.local and (args.base_url or args.model):
+        parser.error("--local starts its own server: do not also give --base-url/--model")
+    if args.embed_only and (args.local or args.base_url or args.model):
+        parser.error("--embed-only uses no LLM")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    everyone = parse_pairs(json.loads(args.pairs.read_text(encoding="utf-8")))
+    if args.report:
+        return print_saved(args.report, everyone)
+    pairs = everyone
+    if args.pair:
+        unknown = sorted(set(args.pair) - {pair.id for pair in everyone})
+        if unknown:
+            raise SystemExit(f"unknown pair ids: {', '.join(unknown)}")
+        pairs = [pair for pair in everyone if pair.id in args.pair]
+    if args.system_prompt:
+        reconcile_prompt.SYSTEM_PROMPT = args.system_prompt.read_text(encoding="utf-8")
+    model_name, dimension, vectors = embed(everyone)
+    prepared = prepare(
+        pairs, everyone, vectors, model=model_name, distractor_count=args.distractors
+    )
+    rankeds = [item.ranked for item in prepared]
+    choice = choose_thresholds(rankeds, GRID, RULE)
+    thresholds = Thresholds(
+        reinforce=choice.reinforce if args.reinforce is None else args.reinforce,
+        ask=choice.ask if args.ask is None else args.ask,
+        max_options=args.max_options,
+    )
+    outcomes: list[Outcome] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    if not args.embed_only:
+        outcomes, model, base_url = run_llm(args, prepared, thresholds, (model_name, dimension))
+    print()
+    print(
+        report(
+            rankeds,
+            embedding_model=model_name,
+            rule=RULE,
+            choice=choice,
+            thresholds=thresholds,
+            config_defaults=CONFIG_DEFAULTS,
+            outcomes=outcomes,
+        )
+    )
+    if args.out:
+        document = report_json(
+            command=["bench/reconcile_eval/run.py", *(argv or sys.argv[1:])],
+            embedding=(model_name, dimension),
+            model=model,
+            base_url=base_url,
+            prepared=prepared,
+            rule=RULE,
+            choice=choice,
+            thresholds=thresholds,
+            max_options=args.max_options,
+            distractors=args.distractors,
+            attempts=args.attempts,
+            system_prompt=args.system_prompt,
+            outcomes=outcomes,
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+        )
+        print(f"\nreport written to {args.out}")
+    return 0
+
+
+def print_saved(path: Path, everyone: Sequence[Pair]) -> int:
+    """Print the tables of a saved JSON report again (no model needed)."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    rankeds, outcomes = saved_run(document, everyone)
+    rule = SelectionRule(**document["selection_rule"])
+    choice_fields = {**document["choice"], "swallowed": tuple(document["choice"]["swallowed"])}
+    print(
+        report(
+            rankeds,
+            embedding_model=document["embedding_model"]["name"],
+            rule=rule,
+            choice=Choice(**choice_fields),
+            thresholds=Thresholds(**document["thresholds"]),
+            config_defaults=CONFIG_DEFAULTS,
+            outcomes=outcomes,
+        )
+    )
+    return 0
+
+
+def saved_run(
+    document: Mapping[str, Any], everyone: Sequence[Pair]
+) -> tuple[list[Ranked], list[Outcome] | None]:
+    """The rankings and outcomes of a saved JSON report (its pairs looked up in `everyone`)."""
+    by_id = {pair.id: pair for pair in everyone}
+    rankeds: list[Ranked] = []
+    outcomes: list[Outcome] = []
+    for entry in document["pairs"]:
+        pair = by_id[entry["id"]]
+        rankeds.append(
+            Ranked(
+                pair=pair,
+                candidates=tuple((c["memory_id"], c["similarity"]) for c in entry["candidates"]),
+                similarity=entry["similarity"],
+            )
+        )
+        decision = entry.get("decision")
+        if decision is not None:
+            outcomes.append(
+                Outcome(
+                    pair=pair,
+                    zone=entry["zone"],
+                    action=decision["action"],
+                    target=decision["target"],
+                    reason=decision["note"],
+                    shown=tuple(decision["shown"]),
+                    requests=tuple(Request(**request) for request in decision["requests"]),
+                    unusable=decision["unusable"],
+                    failure=decision["failure"],
+                )
+            )
+    return rankeds, outcomes if outcomes else None
+
+
+def run_llm(
+    args: argparse.Namespace,
+    prepared: Sequence[Prepared],
+    thresholds: Thresholds,
+    embedding: tuple[str, int],
+) -> tuple[list[Outcome], str, str | None]:
+    """Reconcile every pair against the configured or packaged LLM: (outcomes, model, url)."""
+    if args.local:
+        from memstream.local.llm import MODELS, start_local_llm
+
+        print(f"\nstarting the local {args.local} model …", file=sys.stderr, flush=True)
+        server = start_local_llm(MODELS[args.local], startup_timeout=300.0)
+        try:
+            return (
+                _run(args, prepared, thresholds, embedding, server.base_url, server.model),
+                server.model,
+                server.base_url,
+            )
+        finally:
+            server.stop()
+    model = args.model or os.environ.get("MEMSTREAM_LLM_MODEL")
+    if not model:
+        raise SystemExit("give --model (or set MEMSTREAM_LLM_MODEL), or use --local small|large")
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    return _run(args, prepared, thresholds, embedding, base_url, model), model, base_url
+
+
+def _run(
+    args: argparse.Namespace,
+    prepared: Sequence[Prepared],
+    thresholds: Thresholds,
+    embedding: tuple[str, int],
+    base_url: str | None,
+    model: str,
+) -> list[Outcome]:
+    llm = OpenAIChatModel(
+        base_url=base_url,
+        api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
+        model=model,
+        timeout=args.timeout,
+        max_tokens=args.max_tokens,
+    )
+    provenance = Provenance(
+        llm_model=model, embedding_model=embedding[0], embedding_dimensions=embedding[1]
+    )
+    print(f"\nmodel {model} at {base_url or 'the default OpenAI endpoint'}\n", flush=True)
+    return asyncio.run(
+        evaluate(
+            prepared,
+            thresholds,
+            llm,
+            attempts=args.attempts,
+            provenance=provenance,
+            warmup=not args.no_warmup,
+        )
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

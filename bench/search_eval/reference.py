@@ -1,0 +1,61 @@
+"""Search by the definitions alone, to check the product's fast path and to try other fusions.
+
+`reference_search` is `ReadModel.search` written the straightforward way: every document tested
+with `Filters.matches`, every chosen text tokenised by `keyword_scores`, every candidate sorted
+by `combine` — the definitions of `handlers.search`, in Python dicts. Only the similarities come
+from the index (`UserIndex.vector_scores`, one matrix-vector product, which the product does not
+change). The product (`UserIndex.search`: postings, masks, `np.partition`) must return the same
+ids and the same floats; `run.py` and `tests/bench` check it. `fusion` and `weight` rank the
+hybrid mode another way (RRF, other weights) for the comparisons in RESULTS.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from handlers.search import (
+    VECTOR_WEIGHT,
+    Filters,
+    Fusion,
+    SearchMode,
+    combine,
+    keyword_scores,
+)
+from memstream.search_index import UserIndex
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `ReadModel.search` adds to a memory's document, and the memory's id."""
+
+    memory_id: str
+    score: float
+    vector_score: float | None
+    keyword_score: float
+
+
+def reference_search(
+    index: UserIndex,
+    query: str,
+    vector: Sequence[float],
+    model: str,
+    *,
+    mode: SearchMode,
+    limit: int,
+    filters: Filters | None = None,
+    fusion: Fusion = "relative",
+    weight: float = VECTOR_WEIGHT,
+) -> list[Result]:
+    """`ReadModel.search(...)` by the definitions (see the module docstring)."""
+    filters = filters or Filters()
+    chosen = [p for p, document in enumerate(index.documents) if filters.matches(document)]
+    ids = [str(index.documents[p].get("memory_id")) for p in chosen]
+    similarity, present = index.vector_scores(vector, model)
+    vectors = {i: float(similarity[p]) for i, p in zip(ids, chosen, strict=True) if present[p]}
+    texts = [str(index.documents[p].get("text") or "") for p in chosen]
+    keyword = dict(zip(ids, keyword_scores(query, texts), strict=True))
+    return [
+        Result(i, score, vectors.get(i), keyword.get(i, 0.0))
+        for i, score in combine(mode, vectors, keyword, limit, fusion=fusion, weight=weight)
+    ]

@@ -1,0 +1,241 @@
+"""Search latency as one user's index grows: synthetic memories at 1k, 10k, 100k.
+
+Each size gets `n` synthetic current memories: random unit vectors of the embedder's dimension
+(as lists of floats, which is what MongoDB returns), the four memory types in turn, and short
+texts — 70% English, "The user" and 6-14 words drawn from the labelled set's English vocabulary;
+30% Chinese, "用户" and 8-20 characters drawn from its Chinese characters — so keyword scoring
+sees realistic token counts. Queries are the labelled queries' texts (cycled) with random unit
+vectors.
+
+Timed per size:
+
+* **build** — `UserIndex.built(revision, documents)` on documents already in memory (the
+  MongoDB fetch is not included): the vector matrix, the keyword postings, the filter columns
+  and the id order. Of which keywords: `KeywordIndex.built` over the same texts, timed once.
+* **search** — one `ReadModel.search(limit=10)` call per query, in each mode, and in hybrid
+  mode (the default) with a filter on the memory type (a quarter of the memories pass).
+* **steps** of the unfiltered hybrid search, each timed on its own: the filter mask, the
+  similarities (`UserIndex.vector_scores`: one matrix-vector product), the keyword scores
+  (`KeywordIndex.scores`) and the ranking (`handlers.search.ranked`).
+* **the definitions** — for the first `checked` queries, unfiltered and filtered hybrid
+  searches by `reference.reference_search` (every text tokenised, every candidate sorted in
+  Python: what the SDK did before the fast path), timed, and their top 10 — ids, scores,
+  vector and keyword scores — compared with `ReadModel.search`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.search_eval.dataset import CREATED, MEMORY_TYPES, LabelledSet
+from bench.search_eval.pipeline import InMemoryReadModel
+from bench.search_eval.reference import Result, reference_search
+from bench.search_eval.scoring import percentile
+from events.memories import MemoryType
+from handlers.search import Filters, KeywordIndex, SearchMode, ranked
+from memstream.search_index import UserIndex
+
+USER = "scale-user"
+MODEL = "synthetic"
+LIMIT = 10
+ONE_TYPE: tuple[MemoryType, ...] = ("semantic",)
+SEARCHES: dict[str, tuple[SearchMode, tuple[MemoryType, ...]]] = {
+    "vector": ("vector", ()),
+    "keyword": ("keyword", ()),
+    "hybrid": ("hybrid", ()),
+    "hybrid, one type": ("hybrid", ONE_TYPE),
+}
+"""Name → mode and the memory types searched (none: all)."""
+STEPS = ("mask", "vector_scores", "keyword_scores", "ranked")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    words: tuple[str, ...]
+    characters: tuple[str, ...]
+
+    @classmethod
+    def of(cls, data: LabelledSet) -> Vocabulary:
+        texts = [m.text for u in data.users for m in u.memories]
+        words = sorted({w for t in texts for w in re.findall(r"[A-Za-z]{3,}", t)})
+        characters = sorted({c for t in texts for c in t if "\u4e00" <= c <= "\u9fff"})
+        return cls(tuple(words), tuple(characters))
+
+    def text(self, rng: random.Random) -> str:
+        if rng.random() < 0.7:
+            return "The user " + " ".join(rng.choices(self.words, k=rng.randint(6, 14))) + "."
+        return "用户" + "".join(rng.choices(self.characters, k=rng.randint(8, 20))) + "。"
+
+
+def synthetic_documents(
+    n: int, dimension: int, vocabulary: Vocabulary, seed: int
+) -> list[dict[str, Any]]:
+    """`n` current memories of one user, shaped like the read model's documents."""
+    rng = random.Random(seed)
+    vectors = np.random.default_rng(seed).standard_normal((n, dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [
+        {
+            "memory_id": f"m{i:06d}",
+            "version": 1,
+            "status": "current",
+            "memory_type": MEMORY_TYPES[i % len(MEMORY_TYPES)],
+            "user_id": USER,
+            "agent_id": None,
+            "subject": "the user",
+            "owner": "user",
+            "text": vocabulary.text(rng),
+            "category": None,
+            "attributes": {},
+            "reinforcement_count": 0,
+            "created_at": CREATED,
+            "updated_at": CREATED,
+            "embedding": vector,
+            "embedding_model": MODEL,
+        }
+        for i, vector in enumerate(vectors.tolist())
+    ]
+
+
+@dataclass
+class SizeReport:
+    """Timings (seconds) at one index size."""
+
+    size: int
+    build: list[float] = field(default_factory=list)
+    keyword_build: list[float] = field(default_factory=list)
+    search: dict[str, list[float]] = field(default_factory=lambda: {n: [] for n in SEARCHES})
+    steps: dict[str, list[float]] = field(default_factory=lambda: {n: [] for n in STEPS})
+    reference: list[float] = field(default_factory=list)
+    differing: list[dict[str, Any]] = field(default_factory=list)
+    """The checked searches whose top 10 differs from the definitions'."""
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "queries": len(self.search["hybrid"]),
+            "build_ms": _runs(self.build),
+            "keyword_build_ms": _runs(self.keyword_build),
+            "search_ms": {name: _ms(values) for name, values in self.search.items()},
+            "steps_ms": {name: _ms(values) for name, values in self.steps.items()},
+            "reference": {
+                "searches": len(self.reference),
+                "ms": _ms(self.reference),
+                "equal_top10": len(self.reference) - len(self.differing),
+                "differing": self.differing,
+            },
+        }
+
+
+def _ms(values: Sequence[float]) -> dict[str, float]:
+    scaled = [v * 1000 for v in values]
+    return {"p50": percentile(scaled, 50), "p95": percentile(scaled, 95)}
+
+
+def _runs(values: Sequence[float]) -> dict[str, Any]:
+    scaled = [v * 1000 for v in values]
+    return {"median": percentile(scaled, 50), "runs": scaled}
+
+
+def measure(
+    size: int,
+    *,
+    dimension: int,
+    vocabulary: Vocabulary,
+    queries: Sequence[str],
+    builds: int,
+    checked: int,
+    seed: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> SizeReport:
+    """Build the index `builds` times and time every query in `queries` against it."""
+    report = SizeReport(size)
+    documents = synthetic_documents(size, dimension, vocabulary, seed)
+    index = UserIndex.built(1, documents)
+    for _ in range(builds):
+        started = time.perf_counter()
+        index = UserIndex.built(1, documents)
+        report.build.append(time.perf_counter() - started)
+    del documents
+    texts = [str(document["text"]) for document in index.documents]
+    started = time.perf_counter()
+    KeywordIndex.built(texts)
+    report.keyword_build.append(time.perf_counter() - started)
+    progress(f"{size}: built in {percentile(report.build, 50) * 1000:.0f} ms (median)")
+    rng = np.random.default_rng(seed + 1)
+    vectors = rng.standard_normal((len(queries), dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    pairs = list(zip(queries, vectors.tolist(), strict=True))
+    found = asyncio.run(_search_all(index, pairs, report))
+    for query, vector in pairs:
+        _time_steps(index, query, vector, report)
+    for number, (query, vector) in enumerate(pairs[:checked]):
+        for name in ("hybrid", "hybrid, one type"):
+            mode, types = SEARCHES[name]
+            started = time.perf_counter()
+            expected = reference_search(
+                index, query, vector, MODEL, mode=mode, limit=LIMIT, filters=Filters(types=types)
+            )
+            report.reference.append(time.perf_counter() - started)
+            if found[name][number] != expected:
+                report.differing.append({"query": number, "search": name})
+    hybrid = report.search["hybrid"]
+    progress(
+        f"{size}: hybrid p50 {percentile(hybrid, 50) * 1000:.2f} ms, "
+        f"p95 {percentile(hybrid, 95) * 1000:.2f} ms; "
+        f"{len(report.reference) - len(report.differing)}/{len(report.reference)} equal to the "
+        "definitions"
+    )
+    return report
+
+
+async def _search_all(
+    index: UserIndex, pairs: Sequence[tuple[str, list[float]]], report: SizeReport
+) -> dict[str, list[list[Result]]]:
+    """Every search's top 10, per kind of search."""
+    read_model = InMemoryReadModel({USER: index})
+    found: dict[str, list[list[Result]]] = {name: [] for name in SEARCHES}
+    for name, (mode, types) in SEARCHES.items():
+        for query, vector in pairs:
+            started = time.perf_counter()
+            top = await read_model.search(
+                USER,
+                query,
+                vector,
+                MODEL,
+                mode=mode,
+                limit=LIMIT,
+                types=types,
+            )
+            report.search[name].append(time.perf_counter() - started)
+            found[name].append(
+                [
+                    Result(d["memory_id"], d["score"], d["vector_score"], d["keyword_score"])
+                    for d in top
+                ]
+            )
+    return found
+
+
+def _time_steps(index: UserIndex, query: str, vector: list[float], report: SizeReport) -> None:
+    """The unfiltered hybrid search's steps, each timed alone."""
+    started = time.perf_counter()
+    chosen = index.columns.mask(Filters())
+    report.steps["mask"].append(time.perf_counter() - started)
+    started = time.perf_counter()
+    similarity, present = index.vector_scores(vector, MODEL)
+    report.steps["vector_scores"].append(time.perf_counter() - started)
+    started = time.perf_counter()
+    keyword = index.keywords.scores(query, chosen)
+    report.steps["keyword_scores"].append(time.perf_counter() - started)
+    started = time.perf_counter()
+    ranked("hybrid", similarity, chosen & present, keyword, chosen, index.tie_order, LIMIT)
+    report.steps["ranked"].append(time.perf_counter() - started)

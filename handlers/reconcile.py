@@ -1,0 +1,343 @@
+"""Reconciliation: what newly learned memories mean for what is already known.
+
+Each memory type's stage reconciles every new memory — extracted from a snapshot, or saved
+directly through the SDK — against the *current* memories of the same type and scope (`user_id`,
+and `agent_id` when given), one after the other, each decision seeing the ones before it
+(docs/architecture.md, "Reconciliation"):
+
+1. **Candidates** are the known memories with the *same subject* — never another subject ("The
+   user likes coffee" and "John likes coffee" stay two memories) — whose vector comes from the
+   same embedding model (vectors of different models are never compared), ranked by cosine
+   similarity to the new memory.
+2. **REINFORCE without an LLM call** when the best candidate is at least `reinforce` similar:
+   a near-duplicate restates it.
+3. **Ask the LLM** when candidates are at least `ask` similar (the ambiguous middle band). It may
+   answer ADD, or UPDATE / REINFORCE naming one of the candidates it was shown; anything else is
+   an ADD, with the reason noted.
+4. **ADD** otherwise.
+
+`reconcile` decides and writes the memory events; `evolve` is the one place that says how an
+event changes the known memories, used for new decisions and for results read back from the log.
+Pure but for the `ask` port (the LLM), which the caller passes in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from events.memories import (
+    Evidence,
+    MemoryAdded,
+    MemoryContent,
+    MemoryEvent,
+    MemoryReinforced,
+    MemoryType,
+    MemoryUpdated,
+    Provenance,
+    derived_id,
+)
+
+Action = Literal["ADD", "UPDATE", "REINFORCE"]
+
+
+class KnownMemory(BaseModel):
+    """The reconciler's view of one current memory: what it says, its version, its vector."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    memory_id: str
+    version: int
+    agent_id: str | None = None
+    content: MemoryContent
+    embedding: tuple[float, ...]
+    embedding_model: str
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Cosine similarities that separate REINFORCE, ask-the-LLM and ADD (module doc)."""
+
+    reinforce: float
+    ask: float
+    max_options: int = 3
+
+    def __post_init__(self) -> None:
+        if not -1.0 <= self.ask <= self.reinforce <= 1.0:
+            raise ValueError("thresholds must satisfy -1 <= ask <= reinforce <= 1")
+        if self.max_options < 1:
+            raise ValueError("max_options must be at least 1")
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory to reconcile: what it says and its vector."""
+
+    content: MemoryContent
+    embedding: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A known memory a new one may restate or replace, and how similar the two are."""
+
+    memory: KnownMemory
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The LLM's decision about one new memory (already parsed)."""
+
+    action: Action
+    target: str | None = None
+    reason: str = ""
+
+
+Ask = Callable[[NewMemory, Sequence[Option]], Awaitable[Answer | None]]
+"""The LLM port: given a new memory and the options shown, its answer (None: no usable one)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where new memories come from (a snapshot or a direct save): whose they are, the evidence
+    every decision attaches, and the event time all of them carry."""
+
+    source_id: str
+    user_id: str
+    agent_id: str | None
+    evidence: Evidence
+    occurred_at: datetime
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """The memory events reconciliation decided, the known memories after them, and a note
+    per new memory saying what happened to it and why."""
+
+    events: tuple[MemoryEvent, ...]
+    known: tuple[KnownMemory, ...]
+    notes: tuple[str, ...]
+    asked: int
+
+
+def cosine(left: Sequence[float], right: Sequence[float]) -> float:
+    """Cosine similarity; 0 for vectors of different lengths or zero vectors."""
+    if len(left) != len(right) or not left:
+        return 0.0
+    dot = sum(a * b for a, b in zip(left, right, strict=True))
+    norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+    return dot / norms if norms else 0.0
+
+
+def same_subject(memory_type: MemoryType, known: MemoryContent, new: MemoryContent) -> bool:
+    """Whether two memories are about the same subject (case and spacing aside). A taxonomic
+    term is also the same subject as a term that lists it among its aliases."""
+    names, new_names = {_key(known.subject)}, {_key(new.subject)}
+    if memory_type == "taxonomic":
+        names |= {_key(alias) for alias in _aliases(known.attributes)}
+        new_names |= {_key(alias) for alias in _aliases(new.attributes)}
+    return bool(names & new_names)
+
+
+def options_for(
+    memory_type: MemoryType,
+    new: NewMemory,
+    known: Iterable[KnownMemory],
+    *,
+    embedding_model: str,
+) -> list[Option]:
+    """The known memories a new one may restate or replace, most similar first."""
+    options = [
+        Option(memory, cosine(new.embedding, memory.embedding))
+        for memory in known
+        if memory.embedding_model == embedding_model
+        and same_subject(memory_type, memory.content, new.content)
+    ]
+    return sorted(options, key=lambda o: (-o.similarity, o.memory.memory_id))
+
+
+async def reconcile(
+    memory_type: MemoryType,
+    news: Sequence[NewMemory],
+    known: Iterable[KnownMemory],
+    *,
+    source: Source,
+    provenance: Provenance,
+    thresholds: Thresholds,
+    ask: Ask,
+) -> Reconciliation:
+    """Decide, in order, what each new memory means for the known ones of its scope and type."""
+    scope = {memory.memory_id: memory for memory in known}
+    events: list[MemoryEvent] = []
+    notes: list[str] = []
+    asked = 0
+    for new in news:
+        ranked = options_for(
+            memory_type, new, scope.values(), embedding_model=provenance.embedding_model
+        )
+        action: Action = "ADD"
+        target: Option | None = None
+        reason = "nothing similar about this subject"
+        by: Literal["rule", "llm"] = "rule"
+        if ranked and ranked[0].similarity >= thresholds.reinforce:
+            action, target, reason = "REINFORCE", ranked[0], "near-duplicate"
+        elif band := [o for o in ranked if o.similarity >= thresholds.ask][
+            : thresholds.max_options
+        ]:
+            asked += 1
+            by = "llm"
+            answer = await ask(new, band)
+            action, target, reason = _settled(band, answer)
+        if target is None and new_memory_id(memory_type, source.source_id, new.content) in scope:
+            # The same memory twice from one source: the second restates the first.
+            same = scope[new_memory_id(memory_type, source.source_id, new.content)]
+            action, target, reason = "REINFORCE", Option(same, 1.0), "repeated in the same source"
+        stamped = provenance.model_copy(update={"reconciled_by": by})
+        event = _event(
+            memory_type, action, new, target.memory if target else None, source, reason, stamped
+        )
+        events.append(event)
+        scope = evolve(scope, [event])
+        similarity = f" ({target.similarity:.3f})" if target else ""
+        notes.append(f"{action} {event.memory_id}{similarity}: {reason}")
+    return Reconciliation(tuple(events), tuple(scope.values()), tuple(notes), asked)
+
+
+def _settled(band: Sequence[Option], answer: Answer | None) -> tuple[Action, Option | None, str]:
+    """The decision for an ambiguous memory: the LLM's, if it names one of the options shown."""
+    if answer is None:
+        return "ADD", None, "the LLM gave no usable decision"
+    if answer.action == "ADD":
+        return "ADD", None, answer.reason or "the LLM judged it a different memory"
+    chosen = next((o for o in band if o.memory.memory_id == answer.target), None)
+    if chosen is None:
+        return "ADD", None, f"the LLM named {answer.target!r}, which it was not shown"
+    return answer.action, chosen, answer.reason or f"the LLM chose {answer.action}"
+
+
+def _event(
+    memory_type: MemoryType,
+    action: Action,
+    new: NewMemory,
+    target: KnownMemory | None,
+    source: Source,
+    reason: str,
+    provenance: Provenance,
+) -> MemoryEvent:
+    """The memory event of one decision; every id derives from the inputs."""
+    common: dict[str, Any] = {
+        "occurred_at": source.occurred_at,
+        "memory_type": memory_type,
+        "user_id": source.user_id,
+        "agent_id": source.agent_id,
+        "evidence": source.evidence,
+        "provenance": provenance,
+    }
+    if target is None:
+        memory_id = new_memory_id(memory_type, source.source_id, new.content)
+        return MemoryAdded(
+            event_id=derived_id("added", memory_id),
+            memory_id=memory_id,
+            content=new.content,
+            embedding=new.embedding,
+            **common,
+        )
+    if action == "UPDATE":
+        version = target.version + 1
+        return MemoryUpdated(
+            event_id=derived_id("updated", target.memory_id, version),
+            memory_id=target.memory_id,
+            version=version,
+            supersedes_version=target.version,
+            content=new.content,
+            embedding=new.embedding,
+            reason=reason[:1_000],
+            **common,
+        )
+    return MemoryReinforced(
+        event_id=derived_id(
+            "reinforced", target.memory_id, target.version, source.source_id, new.content.text
+        ),
+        memory_id=target.memory_id,
+        version=target.version,
+        merged_attributes=merged_attributes(memory_type, target.content, new.content),
+        reason=reason[:1_000],
+        **common,
+    )
+
+
+def new_memory_id(memory_type: MemoryType, source_id: str, content: MemoryContent) -> str:
+    """The id of a memory first learned from `source_id`: from its subject and text, never its
+    position in an LLM answer (which a re-run LLM does not repeat)."""
+    return derived_id("memory", memory_type, source_id, _key(content.subject), content.text)
+
+
+def evolve(
+    scope: Mapping[str, KnownMemory], events: Iterable[MemoryEvent]
+) -> dict[str, KnownMemory]:
+    """The known memories after `events` (an ADD adds one, an UPDATE replaces it with its next
+    version, a REINFORCE merges its new attributes). An event older than what is known (a
+    result read back after its effects were stored) changes nothing."""
+    known = dict(scope)
+    for event in events:
+        current = known.get(event.memory_id)
+        if isinstance(event, MemoryAdded):
+            if current is None:
+                known[event.memory_id] = _known_from(event, event.version)
+        elif isinstance(event, MemoryUpdated):
+            if current is None or current.version < event.version:
+                known[event.memory_id] = _known_from(event, event.version)
+        elif current is not None and current.version == event.version and event.merged_attributes:
+            attributes = {**current.content.attributes, **event.merged_attributes}
+            content = current.content.model_copy(update={"attributes": attributes})
+            known[event.memory_id] = current.model_copy(update={"content": content})
+    return known
+
+
+def _known_from(event: MemoryAdded | MemoryUpdated, version: int) -> KnownMemory:
+    model = event.provenance.embedding_model if event.provenance else ""
+    return KnownMemory(
+        memory_id=event.memory_id,
+        version=version,
+        agent_id=event.agent_id,
+        content=event.content,
+        embedding=event.embedding,
+        embedding_model=model,
+    )
+
+
+def merged_attributes(
+    memory_type: MemoryType, known: MemoryContent, new: MemoryContent
+) -> dict[str, Any]:
+    """What a REINFORCE merges into the known memory's attributes: for a taxonomic term, the
+    aliases and examples it did not list yet (kept in order; never the term itself); nothing
+    for the other types."""
+    if memory_type != "taxonomic":
+        return {}
+    merged: dict[str, Any] = {}
+    for name in ("aliases", "examples"):
+        have = [str(value) for value in known.attributes.get(name) or []]
+        seen = {_key(value) for value in have} | (
+            {_key(known.subject)} if name == "aliases" else set()
+        )
+        extra = [
+            str(value) for value in new.attributes.get(name) or [] if _key(str(value)) not in seen
+        ]
+        if extra:
+            merged[name] = have + list(dict.fromkeys(extra))
+    return merged
+
+
+def _aliases(attributes: Mapping[str, Any]) -> list[str]:
+    aliases = attributes.get("aliases") or []
+    return [str(alias) for alias in aliases] if isinstance(aliases, list | tuple) else []
+
+
+def _key(text: str) -> str:
+    return " ".join(str(text).casefold().split())

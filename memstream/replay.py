@@ -1,0 +1,309 @@
+"""`memstream replay` and `memstream verify`: rebuild the read model from the log, and check it.
+
+**Replay** reads the events and projects them into a fresh database in bulk
+(`projections.BulkWrites`: ordered `bulk_write` batches per collection), topic after topic —
+turns, snapshots, memories, dead letters, each partition in log order — so a snapshot links turns
+that are already there. Two sources:
+
+* the Kafka topics (`--from-offset N` or `--from-time T` to start later in every partition);
+* the read model's own collections, when the broker no longer holds the log: the events are
+  rebuilt from `turns`, `snapshots` (with each extraction's `decision_ids`), `saves`,
+  `memory_events` and `dead_letters`, then projected the same way.
+
+Records are read with the same validation as the projector (`handlers.inputs`). Replay refuses
+a database that already holds a read model: bulk claims assume they are the first.
+
+**Verify** compares two read models document by document and lists every difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pymongo.database import Database
+from rich.progress import Progress
+
+from events.codec import AnyEvent, EventDecodeError, decode, decode_payload
+from events.dead_letters import InputDeadLettered
+from events.memories import LLMUsage, MemoryEvent
+from events.saves import MemorySaved
+from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn
+from events.turns import TurnRecorded
+from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
+from memstream.config import KafkaSettings
+from projections import BulkWrites, apply_event, ensure_indexes
+from projections.store import (
+    DEAD_LETTERS,
+    MEMORIES,
+    MEMORY_EVENTS,
+    PROFILES,
+    SAVES,
+    SNAPSHOTS,
+    TURNS,
+)
+
+Db = Database[dict[str, Any]]
+COMPARED = (TURNS, SNAPSHOTS, SAVES, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
+FLUSH_EVERY = 2_000
+
+
+class NotEmpty(RuntimeError):
+    """The target database already holds a read model."""
+
+
+@dataclass
+class ReplayReport:
+    """What a replay read and wrote."""
+
+    events: int = 0
+    skipped: int = 0
+    writes: int = 0
+    collisions: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def replay(
+    events: Iterator[AnyEvent], target: Db, *, total: int | None = None, show: bool = True
+) -> ReplayReport:
+    """Project `events` (in replay order) into the empty database `target`, in bulk."""
+    if any(target[name].estimated_document_count() for name in COMPARED):
+        raise NotEmpty(f"database {target.name!r} is not empty: replay into a fresh one")
+    ensure_indexes(target)
+    writes = BulkWrites(target)
+    report = ReplayReport()
+    started = time.monotonic()
+    with Progress(disable=not show, transient=False) as progress:
+        task = progress.add_task("replaying", total=total)
+        for event in events:
+            apply_event(writes, event)
+            report.events += 1
+            progress.advance(task)
+            if writes.pending >= FLUSH_EVERY:
+                writes.flush()
+        writes.flush()
+    report.writes = writes.written
+    report.collisions = writes.collisions
+    report.seconds = time.monotonic() - started
+    return report
+
+
+# -- the log from Kafka ------------------------------------------------------------------------
+
+
+def kafka_events(
+    kafka: KafkaSettings, *, from_offset: int | None = None, from_time: datetime | None = None
+) -> list[AnyEvent]:
+    """Every event of the four topics in replay order (see the module doc)."""
+    return asyncio.run(_kafka_events(kafka, from_offset, from_time))
+
+
+async def _kafka_events(
+    kafka: KafkaSettings, from_offset: int | None, from_time: datetime | None
+) -> list[AnyEvent]:
+    if not kafka.bootstrap_servers:
+        raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set")
+    topics = kafka.topics
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    events: list[AnyEvent] = []
+    try:
+        for topic in (topics.turns, topics.snapshots, topics.memories, topics.dead_letters):
+            for partition in range(kafka.partitions):
+                tp = TopicPartition(topic, partition)
+                for key, value in await _partition(consumer, tp, from_offset, from_time):
+                    event = _readable(topic, topics.turns, topics.snapshots, key, value)
+                    if event is not None:
+                        events.append(event)
+    finally:
+        await consumer.stop()
+    return events
+
+
+async def _partition(
+    consumer: AIOKafkaConsumer,
+    tp: TopicPartition,
+    from_offset: int | None,
+    from_time: datetime | None,
+) -> list[tuple[bytes | None, bytes | None]]:
+    consumer.assign([tp])
+    if from_time is not None:
+        found = (await consumer.offsets_for_times({tp: int(from_time.timestamp() * 1000)})).get(tp)
+        if found is None or found.timestamp < 0:
+            return []
+        consumer.seek(tp, found.offset)
+    elif from_offset is not None:
+        consumer.seek(tp, from_offset)
+    else:
+        await consumer.seek_to_beginning(tp)
+    end = (await consumer.end_offsets([tp]))[tp]
+    records: list[tuple[bytes | None, bytes | None]] = []
+    while True:
+        batch = (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
+        records.extend((r.key, r.value) for r in batch)
+        if not batch and await consumer.position(tp) >= end:
+            return records
+
+
+def _readable(
+    topic: str, turns: str, snapshots: str, key: bytes | None, value: bytes | None
+) -> AnyEvent | None:
+    try:
+        if topic == turns:
+            return read_turns_record(key, value)
+        if topic == snapshots:
+            return read_snapshots_record(key, value)
+        return decode(value or b"")
+    except (InvalidRecord, EventDecodeError):
+        return None  # refused upstream and dead-lettered there; nothing to project
+
+
+# -- the log rebuilt from the read model ------------------------------------------------------
+
+
+def collection_events(source: Db) -> Iterator[AnyEvent]:
+    """The events the read model `source` was projected from, in replay order."""
+    turns = {t["_id"]: t for t in source[TURNS].find()}
+    for turn in sorted(turns.values(), key=lambda t: (t["recorded_at"], t["_id"])):
+        yield _turn(turn)
+    for snapshot in (
+        source[SNAPSHOTS]
+        .find({"turn_ids": {"$exists": True}})
+        .sort([("promoted_at", 1), ("_id", 1)])
+    ):
+        yield _snapshot(snapshot, turns)
+    logged = {e["_id"]: e for e in source[MEMORY_EVENTS].find()}
+    claimed: set[str] = set()
+    results: list[SnapshotExtracted | MemorySaved] = []
+    for snapshot in source[SNAPSHOTS].find({"extractions": {"$exists": True}}):
+        for memory_type, record in snapshot["extractions"].items():
+            results.append(_extraction(snapshot, memory_type, record, logged))
+            claimed.update(record.get("decision_ids", []))
+    for save in source[SAVES].find():
+        results.append(_save(save, logged))
+        claimed.update(save.get("decision_ids", []))
+    yield from sorted(results, key=lambda r: (r.occurred_at, r.event_id))
+    for entry in sorted(logged.values(), key=lambda e: (e["occurred_at"], e["_id"])):
+        if entry["_id"] not in claimed:  # a memory event recorded on its own (0.1)
+            yield decode_payload(entry["event"])
+    for letter in source[DEAD_LETTERS].find().sort("dead_lettered_at", 1):
+        yield InputDeadLettered(
+            event_id=letter["_id"],
+            occurred_at=letter["occurred_at"],
+            **_fields(letter, InputDeadLettered),
+        )
+
+
+def _fields(document: dict[str, Any], model: Any) -> dict[str, Any]:
+    names = set(model.model_fields) - {"event_id", "event_type", "schema_version", "occurred_at"}
+    return {name: document[name] for name in names if name in document}
+
+
+def _turn(document: dict[str, Any]) -> TurnRecorded:
+    return TurnRecorded(
+        event_id=document["_id"],
+        occurred_at=document["occurred_at"],
+        **_fields(document, TurnRecorded),
+    )
+
+
+def _snapshot(document: dict[str, Any], turns: dict[str, dict[str, Any]]) -> SnapshotPromoted:
+    return SnapshotPromoted(
+        event_id=document["_id"],
+        occurred_at=document["promoted_at"],
+        user_id=document["user_id"],
+        session_id=document["session_id"],
+        agent_id=document.get("agent_id"),
+        seq=document["seq"],
+        reason=document["reason"],
+        turns=tuple(
+            SnapshotTurn(
+                turn_id=turn_id,
+                role=turns[turn_id]["role"],
+                name=turns[turn_id].get("name"),
+                tool_name=turns[turn_id].get("tool_name"),
+                content=turns[turn_id]["content"],
+                occurred_at=turns[turn_id]["occurred_at"],
+            )
+            for turn_id in document["turn_ids"]
+        ),
+    )
+
+
+def _decisions(ids: Sequence[str], logged: dict[str, dict[str, Any]]) -> list[MemoryEvent]:
+    return [decode_payload(logged[i]["event"]) for i in ids if i in logged]  # type: ignore[misc]
+
+
+def _extraction(
+    snapshot: dict[str, Any],
+    memory_type: str,
+    record: dict[str, Any],
+    logged: dict[str, dict[str, Any]],
+) -> SnapshotExtracted:
+    return SnapshotExtracted(
+        event_id=record["event_id"],
+        occurred_at=record["at"],
+        snapshot_id=snapshot["_id"],
+        user_id=snapshot["user_id"],
+        session_id=snapshot["session_id"],
+        agent_id=snapshot.get("agent_id"),
+        memory_type=memory_type,  # type: ignore[arg-type]
+        decisions=tuple(_decisions(record.get("decision_ids", []), logged)),
+        attempts=record["attempts"],
+        failure=record.get("failure"),
+        usage=LLMUsage.model_validate(record.get("usage") or {}),
+    )
+
+
+def _save(save: dict[str, Any], logged: dict[str, dict[str, Any]]) -> MemorySaved:
+    return MemorySaved(
+        event_id=save["_id"],
+        occurred_at=save["at"],
+        save_id=save["save_id"],
+        user_id=save["user_id"],
+        agent_id=save.get("agent_id"),
+        memory_type=save["memory_type"],
+        decisions=tuple(_decisions(save.get("decision_ids", []), logged)),
+        usage=LLMUsage.model_validate(save.get("usage") or {}),
+    )
+
+
+# -- verify ------------------------------------------------------------------------------------
+
+
+def differences(left: Db, right: Db, *, limit: int = 50) -> list[str]:
+    """What differs between two read models, document by document (at most `limit` lines)."""
+    found: list[str] = []
+    for name in COMPARED:
+        mine = {d["_id"]: d for d in left[name].find()}
+        theirs = {d["_id"]: d for d in right[name].find()}
+        for missing in sorted(set(mine) - set(theirs), key=str):
+            found.append(f"{name} {missing!r}: only in {left.name}")
+        for extra in sorted(set(theirs) - set(mine), key=str):
+            found.append(f"{name} {extra!r}: only in {right.name}")
+        for doc_id in sorted(set(mine) & set(theirs), key=str):
+            for path in _changed(mine[doc_id], theirs[doc_id]):
+                found.append(f"{name} {doc_id!r}: {path} differs")
+        if len(found) >= limit:
+            return found[:limit]
+    return found
+
+
+def _changed(left: Any, right: Any, path: str = "") -> list[str]:
+    if isinstance(left, dict) and isinstance(right, dict):
+        paths: list[str] = []
+        for key in sorted(set(left) | set(right), key=str):
+            paths.extend(
+                _changed(left.get(key), right.get(key), f"{path}.{key}" if path else str(key))
+            )
+        return paths
+    return [] if left == right else [path or "<document>"]

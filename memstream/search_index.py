@@ -1,0 +1,173 @@
+"""The in-process index behind `search`: one user's current memories, ready to rank.
+
+Why in-process (docs/architecture.md, "Search"): MongoDB's `$vectorSearch` needs Atlas (or an
+Atlas-compatible deployment with a search node); a plain `mongod` and the embedded SecantusDB
+answer it with an error. Search is always scoped to one user, so the index is per user: the
+user's current memories, their vectors normalised in one float32 matrix per embedding model and
+scored by one matrix-vector product — brute force, exact — beside what `handlers.search` ranks
+with (keyword postings, filter columns, the id order), all built once per index.
+
+**Cost** (bench/search_eval/RESULTS.md): a search reads the whole matrix, so its time grows
+linearly with the user's memories (100,000 * 384 float32 = 154 MB per query); the build
+tokenises every text and converts every vector, and is repeated whole after any change.
+
+**Freshness.** A user's index is rebuilt when the number of the user's entries in
+`memory_events` changed since it was built. The projector appends an event's entry after it
+changed the memories, so a changed count means changed memories; a crash between the two is
+repaired when the event is redelivered (until then search may miss that one change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from handlers.search import (
+    FilterColumns,
+    Filters,
+    Floats,
+    KeywordIndex,
+    Mask,
+    Positions,
+    SearchMode,
+    ranked,
+)
+
+Document = dict[str, Any]
+INDEXED_FIELDS = {
+    "memory_id": 1,
+    "version": 1,
+    "status": 1,
+    "memory_type": 1,
+    "user_id": 1,
+    "agent_id": 1,
+    "subject": 1,
+    "owner": 1,
+    "text": 1,
+    "category": 1,
+    "attributes": 1,
+    "reinforcement_count": 1,
+    "created_at": 1,
+    "updated_at": 1,
+    "embedding": 1,
+    "embedding_model": 1,
+}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the memory's position in `UserIndex.documents` and its scores."""
+
+    position: int
+    score: float
+    vector_score: float | None
+    """None when the memory has no vector of the query's model."""
+    keyword_score: float
+
+
+@dataclass(frozen=True)
+class UserIndex:
+    """One user's current memories: their documents (without vectors), vectors by model, and
+    what `handlers.search` ranks with — keyword postings, filter columns, the id order."""
+
+    revision: int
+    documents: list[Document]
+    matrices: dict[str, tuple[Positions, NDArray[np.float32]]]
+    """Per embedding model: the positions of its memories and their normalised vectors."""
+    keywords: KeywordIndex
+    columns: FilterColumns
+    tie_order: Positions
+    """Rank of each position's memory id among the ids: equal scores rank by id."""
+
+    @classmethod
+    def built(cls, revision: int, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
+        kept: list[Document] = []
+        vectors: dict[str, tuple[list[int], list[Sequence[float]]]] = {}
+        for document in documents:
+            embedding = document.get("embedding") or []
+            kept.append({k: v for k, v in document.items() if k != "embedding"})
+            if embedding:
+                model = str(document.get("embedding_model") or "")
+                positions, rows = vectors.setdefault(model, ([], []))
+                positions.append(len(kept) - 1)
+                rows.append(embedding)
+        matrices = {}
+        for model, (positions, rows) in vectors.items():
+            matrix = np.asarray(rows, dtype=np.float32)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix /= np.where(norms == 0, 1, norms)
+            matrices[model] = (np.asarray(positions, dtype=np.int64), matrix)
+        ids = [str(document.get("memory_id")) for document in kept]
+        tie_order = np.empty(len(kept), dtype=np.int64)
+        tie_order[sorted(range(len(kept)), key=ids.__getitem__)] = np.arange(len(kept))
+        return cls(
+            revision,
+            kept,
+            matrices,
+            KeywordIndex.built([str(document.get("text") or "") for document in kept]),
+            FilterColumns.built(kept),
+            tie_order,
+        )
+
+    def vector_scores(self, query: Sequence[float], model: str) -> tuple[Floats, Mask]:
+        """Cosine similarity of each memory embedded by `model` to `query`, by position, and
+        which positions have one (a query of another dimension matches none)."""
+        scores = np.zeros(len(self.documents), dtype=np.float64)
+        present = np.zeros(len(self.documents), dtype=np.bool_)
+        if model not in self.matrices:
+            return scores, present
+        positions, matrix = self.matrices[model]
+        vector = np.asarray(query, dtype=np.float32)
+        if vector.shape != (matrix.shape[1],):
+            return scores, present
+        norm = float(np.linalg.norm(vector)) or 1.0
+        scores[positions] = matrix @ (vector / norm)
+        present[positions] = True
+        return scores, present
+
+    def search(
+        self,
+        query: str,
+        vector: Sequence[float],
+        model: str,
+        *,
+        mode: SearchMode,
+        limit: int,
+        filters: Filters,
+    ) -> list[Hit]:
+        """The `limit` best memories passing `filters` (`handlers.search.combine`, computed by
+        `handlers.search.ranked`)."""
+        chosen = self.columns.mask(filters)
+        similarity, present = self.vector_scores(vector, model)
+        with_vector = chosen & present
+        keyword = self.keywords.scores(query, chosen)
+        return [
+            Hit(
+                position,
+                score,
+                float(similarity[position]) if with_vector[position] else None,
+                float(keyword[position]),
+            )
+            for position, score in ranked(
+                mode, similarity, with_vector, keyword, chosen, self.tie_order, limit
+            )
+        ]
+
+
+class SearchIndex:
+    """The per-user indexes of one process, rebuilt when a user's memories change."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, UserIndex] = {}
+
+    def cached(self, user_id: str, revision: int) -> UserIndex | None:
+        index = self._users.get(user_id)
+        return index if index is not None and index.revision == revision else None
+
+    def store(self, user_id: str, index: UserIndex) -> UserIndex:
+        self._users[user_id] = index
+        return index

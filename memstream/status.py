@@ -1,0 +1,173 @@
+"""`memstream status`: is the pipeline healthy, and how far behind is it?
+
+Reports the broker and the database (reachable or not), the enabled memory types, each stage's
+consumer lag (end offsets minus the group's committed offsets, per input topic), sessions with
+turns not promoted yet, snapshots waiting for each enabled type, dead letters by stage and
+reason, and whether the LLM and the embedder are ready. The verdict (`health`):
+
+* `healthy` (exit 0): everything reachable and ready;
+* `degraded` (exit 1): reachable, but an LLM or embedder is missing or dead letters exist;
+* `unreachable` (exit 2): the broker or the database cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
+from events.memories import MEMORY_TYPES
+from memstream.config import Settings
+from memstream.preflight import problems
+from memstream.runtime import pipeline_stages
+from memstream.worker import stream_settings
+from projections.store import DEAD_LETTERS, SNAPSHOTS, TURNS
+
+EXIT_CODES = {"healthy": 0, "degraded": 1, "unreachable": 2}
+
+
+def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
+    """The pipeline's status as a JSON-able document (see the module doc)."""
+    report: dict[str, Any] = {
+        "enabled_types": list(settings.memory.extraction.enabled),
+        "broker": {"reachable": False},
+        "database": {"reachable": False},
+    }
+    try:
+        report["consumer_lag"] = asyncio.run(asyncio.wait_for(_lags(settings), timeout * 4))
+        report["broker"] = {
+            "reachable": True,
+            "bootstrap_servers": settings.kafka.bootstrap_servers,
+        }
+    except Exception as exc:  # any failure to talk to the broker is its unreachability here
+        report["broker"]["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    try:
+        report.update(_read_model(settings, timeout))
+        report["database"] = {"reachable": True, "database": settings.mongodb.database}
+    except (PyMongoError, ValueError) as exc:
+        report["database"]["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    report["models"] = _models(settings, timeout)
+    report["health"] = _health(report)
+    return report
+
+
+async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
+    streams = stream_settings(settings)
+    topics = settings.kafka.topics
+    inputs = {
+        "window": [topics.turns],
+        "projector": [topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
+        **{f"extract:{t}": [topics.snapshots] for t in MEMORY_TYPES},
+    }
+    lags: dict[str, dict[str, int | None]] = {}
+    reader = AIOKafkaConsumer(bootstrap_servers=streams.bootstrap_servers, enable_auto_commit=False)
+    await reader.start()
+    try:
+        for stage in pipeline_stages(settings):
+            group = streams.group(stage.replace(":", "-"))
+            committed = AIOKafkaConsumer(
+                bootstrap_servers=streams.bootstrap_servers,
+                group_id=group,
+                enable_auto_commit=False,
+            )
+            await committed.start()
+            try:
+                lags[stage] = {}
+                for topic in inputs[stage]:
+                    tps = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
+                    ends = await reader.end_offsets(tps)
+                    total = 0
+                    for tp in tps:
+                        done = await committed.committed(tp)
+                        total += ends[tp] - (done or 0)
+                    lags[stage][topic] = total
+            finally:
+                await committed.stop()
+    finally:
+        await reader.stop()
+    return lags
+
+
+def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
+    if not settings.mongodb.uri:
+        raise ValueError("MONGODB_URI is not set")
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        settings.mongodb.uri, serverSelectionTimeoutMS=int(timeout * 1000), tz_aware=True
+    )
+    try:
+        db = client[settings.mongodb.database]
+        db.command("ping")
+        open_sessions = db[TURNS].distinct("session_id", {"snapshot_id": None})
+        waiting = {
+            t: db[SNAPSHOTS].count_documents(
+                {"turn_ids": {"$exists": True}, f"extractions.{t}": {"$exists": False}}
+            )
+            for t in settings.memory.extraction.enabled
+        }
+        letters: dict[str, int] = {}
+        for letter in db[DEAD_LETTERS].find({}, {"stage": 1, "reason": 1}):
+            reason = f"{letter['stage']}: {str(letter['reason']).split(':')[0][:80]}"
+            letters[reason] = letters.get(reason, 0) + 1
+        return {
+            "sessions_with_open_windows": len(open_sessions),
+            "snapshots_waiting": waiting,
+            "dead_letters": letters,
+        }
+    finally:
+        client.close()
+
+
+def _models(settings: Settings, timeout: float) -> dict[str, Any]:
+    missing = problems(settings)
+    models: dict[str, Any] = {"problems": missing}
+    if settings.llm.base_url:
+        try:
+            url = settings.llm.base_url.rstrip("/") + "/models"
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                models["llm_reachable"] = response.status == 200
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            models["llm_reachable"] = False
+            models["llm_error"] = str(exc)[:200]
+    return models
+
+
+def _health(report: dict[str, Any]) -> str:
+    if not report["broker"]["reachable"] or not report["database"]["reachable"]:
+        return "unreachable"
+    models = report["models"]
+    if models["problems"] or models.get("llm_reachable") is False or report.get("dead_letters"):
+        return "degraded"
+    return "healthy"
+
+
+def format_status(report: dict[str, Any]) -> str:
+    """The report for a terminal."""
+    lines = [f"health: {report['health']}"]
+    for part in ("broker", "database"):
+        state = (
+            "reachable"
+            if report[part]["reachable"]
+            else f"UNREACHABLE ({report[part].get('error')})"
+        )
+        lines.append(f"{part}: {state}")
+    lines.append(f"enabled types: {', '.join(report['enabled_types'])}")
+    for stage, topics in (report.get("consumer_lag") or {}).items():
+        lag = ", ".join(f"{topic} {count}" for topic, count in topics.items())
+        lines.append(f"lag {stage}: {lag}")
+    if "sessions_with_open_windows" in report:
+        lines.append(f"sessions with open windows: {report['sessions_with_open_windows']}")
+        waiting = ", ".join(f"{t} {n}" for t, n in report["snapshots_waiting"].items())
+        lines.append(f"snapshots waiting: {waiting or 'none'}")
+        for reason, count in sorted(report["dead_letters"].items()):
+            lines.append(f"dead letters: {count} x {reason}")
+    models = report["models"]
+    for problem in models["problems"]:
+        lines.append(f"problem: {problem}")
+    if "llm_reachable" in models:
+        lines.append(f"llm: {'reachable' if models['llm_reachable'] else 'UNREACHABLE'}")
+    return "\n".join(lines)

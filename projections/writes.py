@@ -1,0 +1,225 @@
+"""How projections reach MongoDB: one write at a time (live), or in bulk (replay).
+
+The projection functions say *what* to write — guarded inserts, conditional updates, claims —
+through a `Writes`; they never call the driver themselves. Two executors:
+
+* `LiveWrites` (the projector): every write at once, in order, with its result checked: an
+  insert whose id already holds other content raises `IdCollision`, a claim reads who holds it.
+* `BulkWrites` (`memstream replay` into a fresh database): writes are queued per collection and
+  sent as ordered `bulk_write` batches, so each document's writes keep the log's order. Claims
+  are decided in memory (the database starts empty: the first record to claim a slot holds it),
+  and a replay reads turns before snapshots, so a snapshot links its turns without a lookup.
+  Inserts that found their id taken are checked for collisions after each batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pymongo import InsertOne, UpdateMany, UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from projections.identity import FINGERPRINT, IdCollision, check_same, insert_once
+from projections.store import SNAPSHOTS, TURNS, Db
+
+Operation = InsertOne[Any] | UpdateOne | UpdateMany
+
+
+class Writes(Protocol):
+    """What a projection may ask of the database."""
+
+    def insert_once(
+        self, collection: str, doc_id: str, document: dict[str, Any], fingerprint: str
+    ) -> None:
+        """Insert unless `doc_id` exists; other content under it is an `IdCollision`."""
+        ...
+
+    def update(
+        self,
+        collection: str,
+        selector: dict[str, Any],
+        change: dict[str, Any],
+        *,
+        upsert: bool = False,
+        many: bool = False,
+        collision: str | None = None,
+    ) -> None:
+        """Apply `change` to what `selector` matches. With `collision`, a duplicate key on the
+        upsert means the id is taken by other content (`IdCollision` with that message)."""
+        ...
+
+    def claim(
+        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+    ) -> bool:
+        """Take `slot` of document `doc_id` (the whole document when `slot` is "") for a record
+        with `fingerprint`; True if this record holds it (first, or the same record again),
+        False if another record took it first."""
+        ...
+
+    def link_turn(self, turn_id: str) -> None:
+        """Point a turn at its snapshot if the snapshot was projected first."""
+        ...
+
+
+class LiveWrites:
+    """Every write at once (the projector)."""
+
+    def __init__(self, db: Db) -> None:
+        self.db = db
+
+    def insert_once(
+        self, collection: str, doc_id: str, document: dict[str, Any], fingerprint: str
+    ) -> None:
+        insert_once(self.db[collection], doc_id, document, fingerprint)
+
+    def update(
+        self,
+        collection: str,
+        selector: dict[str, Any],
+        change: dict[str, Any],
+        *,
+        upsert: bool = False,
+        many: bool = False,
+        collision: str | None = None,
+    ) -> None:
+        target = self.db[collection]
+        try:
+            if many:
+                target.update_many(selector, change, upsert=upsert)
+            else:
+                target.update_one(selector, change, upsert=upsert)
+        except DuplicateKeyError as exc:
+            if collision is None:
+                raise
+            raise IdCollision(collision) from exc
+
+    def claim(
+        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+    ) -> bool:
+        target = self.db[collection]
+        if not slot:
+            if (
+                target.update_one(
+                    {"_id": doc_id},
+                    {"$setOnInsert": {**record, FINGERPRINT: fingerprint}},
+                    upsert=True,
+                ).upserted_id
+                is not None
+            ):
+                return True
+            held = target.find_one({"_id": doc_id}, {FINGERPRINT: 1}) or {}
+            return bool(held.get(FINGERPRINT, fingerprint) == fingerprint)
+        try:
+            target.update_one(
+                {"_id": doc_id, slot: {"$exists": False}},
+                {"$set": {slot: {**record, FINGERPRINT: fingerprint}}},
+                upsert=True,
+            )
+            return True
+        except DuplicateKeyError:  # the slot is taken: by this record (a redelivery) or another
+            held = target.find_one({"_id": doc_id}, {slot: 1}) or {}
+            for part in slot.split("."):
+                held = held.get(part) or {}
+            return bool(held.get(FINGERPRINT, fingerprint) == fingerprint)
+
+    def link_turn(self, turn_id: str) -> None:
+        snapshot = self.db[SNAPSHOTS].find_one({"turn_ids": turn_id}, {"_id": 1})
+        if snapshot is not None:
+            self.db[TURNS].update_one({"_id": turn_id}, {"$set": {"snapshot_id": snapshot["_id"]}})
+
+
+@dataclass
+class _Queued:
+    operation: Operation
+    once: tuple[str, str] | None = None
+    collision: str | None = None
+
+
+@dataclass
+class BulkWrites:
+    """Writes queued per collection and sent as ordered bulk batches (a replay)."""
+
+    db: Db
+    batch: int = 1_000
+    queued: dict[str, list[_Queued]] = field(default_factory=dict)
+    claims: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    collisions: list[str] = field(default_factory=list)
+    written: int = 0
+
+    def insert_once(
+        self, collection: str, doc_id: str, document: dict[str, Any], fingerprint: str
+    ) -> None:
+        operation = UpdateOne(
+            {"_id": doc_id}, {"$setOnInsert": {**document, FINGERPRINT: fingerprint}}, upsert=True
+        )
+        self._queue(collection, _Queued(operation, once=(doc_id, fingerprint)))
+
+    def update(
+        self,
+        collection: str,
+        selector: dict[str, Any],
+        change: dict[str, Any],
+        *,
+        upsert: bool = False,
+        many: bool = False,
+        collision: str | None = None,
+    ) -> None:
+        kind = UpdateMany if many else UpdateOne
+        self._queue(collection, _Queued(kind(selector, change, upsert=upsert), collision=collision))
+
+    def claim(
+        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+    ) -> bool:
+        holder = self.claims.setdefault((collection, doc_id, slot), fingerprint)
+        if holder != fingerprint:
+            return False
+        value = {**record, FINGERPRINT: fingerprint}
+        change = {"$set": {slot: value}} if slot else {"$setOnInsert": value}
+        self.update(collection, {"_id": doc_id}, change, upsert=True)
+        return True
+
+    def link_turn(self, turn_id: str) -> None:
+        """Nothing to do: a replay reads every turn before any snapshot."""
+
+    @property
+    def pending(self) -> int:
+        return sum(len(queue) for queue in self.queued.values())
+
+    def flush(self) -> None:
+        """Send everything queued, collection by collection, each batch in order."""
+        for collection, queue in self.queued.items():
+            for start in range(0, len(queue), self.batch):
+                self._send(collection, queue[start : start + self.batch])
+        self.queued = {}
+
+    def _queue(self, collection: str, queued: _Queued) -> None:
+        self.queued.setdefault(collection, []).append(queued)
+
+    def _send(self, collection: str, items: list[_Queued]) -> None:
+        while items:
+            try:
+                result = self.db[collection].bulk_write([i.operation for i in items], ordered=True)
+            except BulkWriteError as exc:
+                failed = exc.details["writeErrors"][0]["index"]
+                self.written += failed
+                self._check(collection, items[:failed], exc.details.get("upserted", []))
+                item = items[failed]
+                self.collisions.append(
+                    item.collision or f"{collection}: {exc.details['writeErrors'][0]['errmsg']}"
+                )
+                items = items[failed + 1 :]
+                continue
+            self.written += len(items)
+            self._check(collection, items, [{"index": i} for i in result.upserted_ids or {}])
+            return
+
+    def _check(self, collection: str, items: list[_Queued], upserted: list[dict[str, Any]]) -> None:
+        inserted = {entry["index"] for entry in upserted}
+        for index, item in enumerate(items):
+            if item.once is not None and index not in inserted:
+                doc_id, fingerprint = item.once
+                try:
+                    check_same(self.db[collection], doc_id, fingerprint)
+                except IdCollision as exc:
+                    self.collisions.append(str(exc))

@@ -1,0 +1,83 @@
+"""The memories a stage knows, kept in its Faust table so reconciliation sees its own decisions.
+
+Read-your-writes (docs/architecture.md, "Reconciliation"): two snapshots of one user arriving
+back to back must not both ADD the same fact, even when MongoDB has not projected the first
+one's decisions yet. So each memory type's stage keeps the current memories of its type as
+state of its own, changed only by `handlers.reconcile.evolve` applied to the decisions it wrote
+(or read back from its own output after a crash) — the same events the projector expands.
+
+Table keys (all written while processing the user's partition, so a user's state lives in the
+partition that carries the user's snapshots):
+
+* `\\x00m|<user>|<memory id>` → one current memory (`KnownMemory`, with its vector);
+* `\\x00i|<user>` → the ids of the user's current memories of this type (any agent);
+* `\\x00s|<user>` → the ids of the user's latest direct saves (`RECENT_SAVES_REMEMBERED`), so a
+  save request sent twice is reconciled once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+
+import orjson
+
+from handlers.reconcile import KnownMemory
+
+RECENT_SAVES_REMEMBERED = 64
+
+
+def _memory_key(user_id: str, memory_id: str) -> bytes:
+    return f"\x00m|{user_id}|{memory_id}".encode()
+
+
+def _index_key(user_id: str) -> bytes:
+    return f"\x00i|{user_id}".encode()
+
+
+def _saves_key(user_id: str) -> bytes:
+    return f"\x00s|{user_id}".encode()
+
+
+class KnownMemories:
+    """The current memories of one memory type, per user, in a stage's table."""
+
+    def __init__(self, table: MutableMapping[bytes, bytes | None]) -> None:
+        self._table = table
+
+    def of(self, user_id: str, agent_id: str | None) -> dict[str, KnownMemory]:
+        """The user's current memories in the scope of `agent_id` (None: no agent)."""
+        memories: dict[str, KnownMemory] = {}
+        for memory_id in self._ids(user_id):
+            stored = self._table.get(_memory_key(user_id, memory_id))
+            if stored:
+                memory = KnownMemory.model_validate_json(stored)
+                if memory.agent_id == agent_id:
+                    memories[memory_id] = memory
+        return memories
+
+    def store(
+        self, user_id: str, before: Mapping[str, KnownMemory], after: Mapping[str, KnownMemory]
+    ) -> None:
+        """Write what changed from `before` to `after` (one scope of the user)."""
+        changed = [m for memory_id, m in after.items() if before.get(memory_id) != m]
+        for memory in changed:
+            self._table[_memory_key(user_id, memory.memory_id)] = memory.model_dump_json().encode()
+        ids = self._ids(user_id)
+        new_ids = [memory_id for memory_id in after if memory_id not in ids]
+        if new_ids:
+            self._table[_index_key(user_id)] = orjson.dumps([*ids, *new_ids])
+
+    def saved_before(self, user_id: str, save_id: str) -> bool:
+        return save_id in self._recent_saves(user_id)
+
+    def remember_save(self, user_id: str, save_id: str) -> None:
+        recent = [*self._recent_saves(user_id), save_id][-RECENT_SAVES_REMEMBERED:]
+        self._table[_saves_key(user_id)] = orjson.dumps(recent)
+
+    def _ids(self, user_id: str) -> list[str]:
+        stored = self._table.get(_index_key(user_id))
+        return list(orjson.loads(stored)) if stored else []
+
+    def _recent_saves(self, user_id: str) -> list[str]:
+        stored = self._table.get(_saves_key(user_id))
+        return list(orjson.loads(stored)) if stored else []

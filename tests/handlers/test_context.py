@@ -1,0 +1,75 @@
+"""The context block: profile, memories of each type in turns, the session, within a limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers.context import ContextMemory, context_block
+
+PROFILE = {"name": "Tim", "employer": "The user works at Stripe."}
+MEMORIES = [
+    ContextMemory("semantic", "The user likes espresso."),
+    ContextMemory("semantic", "The user cycles to work."),
+    ContextMemory("episodic", "The user moved to Porto in May."),
+    ContextMemory("procedural", "When the user asks for code: answer in Python."),
+]
+HISTORY = "[user]: hi\n[assistant]: hello\n[user]: what's new?"
+
+
+def test_every_part_under_its_label_in_order() -> None:
+    block = context_block(
+        profile=PROFILE, memories=MEMORIES, history=HISTORY, language="en", max_chars=2_000
+    )
+    assert block == (
+        "## About the user\n- The user's name is Tim.\n- The user works at Stripe.\n\n"
+        "## Facts\n- The user likes espresso.\n- The user cycles to work.\n\n"
+        "## Past events\n- The user moved to Porto in May.\n\n"
+        "## How to work with the user\n- When the user asks for code: answer in Python.\n\n"
+        "## This conversation so far\n[user]: hi\n[assistant]: hello\n[user]: what's new?"
+    )
+
+
+def test_chinese_labels_for_a_chinese_conversation() -> None:
+    block = context_block(
+        profile={"name": "李雷"},
+        memories=[ContextMemory("semantic", "用户喜欢咖啡。")],
+        history="",
+        language="zh",
+        max_chars=500,
+    )
+    assert block == "## 关于用户\n- 用户名叫李雷\n\n## 事实\n- 用户喜欢咖啡。"
+
+
+@pytest.mark.parametrize("limit", [0, 20, 60, 120, 180, 250, 400])
+def test_the_block_never_exceeds_its_limit_and_never_cuts_a_memory(limit: int) -> None:
+    block = context_block(
+        profile=PROFILE, memories=MEMORIES, history=HISTORY, language="en", max_chars=limit
+    )
+    assert len(block) <= limit
+    for memory in MEMORIES:
+        if memory.text[:10] in block:
+            assert memory.text in block
+
+
+def test_a_tight_limit_takes_the_best_of_each_type_before_the_second_of_any() -> None:
+    block = context_block(profile={}, memories=MEMORIES, history="", language="en", max_chars=170)
+    assert "The user likes espresso." in block and "The user moved to Porto" in block
+    assert "The user cycles to work." not in block
+
+
+def test_the_oldest_messages_are_left_out_first_with_a_marker() -> None:
+    long_history = "\n".join(f"[user]: message {i}" for i in range(50))
+    block = context_block(
+        profile={}, memories=[], history=long_history, language="en", max_chars=150
+    )
+    assert block.endswith("[user]: message 49")
+    assert "(earlier messages left out)" in block and "message 0\n" not in block
+    assert len(block) <= 150
+
+
+def test_a_memory_already_in_the_profile_is_not_repeated() -> None:
+    memories = [ContextMemory("semantic", "The user works at Stripe.")]
+    block = context_block(
+        profile=PROFILE, memories=memories, history="", language="en", max_chars=500
+    )
+    assert block.count("The user works at Stripe.") == 1

@@ -1,0 +1,292 @@
+"""Reconciliation decisions: ADD, UPDATE, REINFORCE, subject safety, the LLM band."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from events import MemoryAdded, MemoryReinforced, MemoryUpdated, derived_id
+from events.memories import MemoryContent
+from handlers.extraction.results import snapshot_source
+from handlers.reconcile import (
+    Answer,
+    KnownMemory,
+    NewMemory,
+    Option,
+    Reconciliation,
+    Thresholds,
+    cosine,
+    evolve,
+    merged_attributes,
+    new_memory_id,
+    reconcile,
+    same_subject,
+)
+from tests import factories as f
+
+THRESHOLDS = Thresholds(reinforce=0.95, ask=0.8)
+MODEL = "scripted-embedding"
+
+
+def at_similarity(similarity: float) -> tuple[float, float]:
+    """A unit vector whose cosine with (1, 0) is `similarity`."""
+    return (similarity, math.sqrt(1 - similarity * similarity))
+
+
+def known(
+    text: str,
+    *,
+    subject: str = "the user",
+    vector: tuple[float, ...] = (1.0, 0.0),
+    version: int = 1,
+    model: str = MODEL,
+    memory_id: str | None = None,
+    **attributes: Any,
+) -> KnownMemory:
+    return KnownMemory(
+        memory_id=memory_id or f"m-{text[:12]}",
+        version=version,
+        content=f.content(subject=subject, text=text, attributes=attributes),
+        embedding=vector,
+        embedding_model=model,
+    )
+
+
+def new(
+    text: str, *, subject: str = "the user", similarity: float = 1.0, **attributes: Any
+) -> NewMemory:
+    return NewMemory(
+        f.content(subject=subject, text=text, attributes=attributes), at_similarity(similarity)
+    )
+
+
+class ScriptedAsk:
+    """The LLM port: answers in order, recording what it was shown."""
+
+    def __init__(self, *answers: Answer | None) -> None:
+        self.answers = list(answers)
+        self.shown: list[tuple[str, list[str]]] = []
+
+    async def __call__(self, memory: NewMemory, options: Sequence[Option]) -> Answer | None:
+        self.shown.append((memory.content.text, [o.memory.memory_id for o in options]))
+        if not self.answers:
+            raise AssertionError("the LLM was asked more often than scripted")
+        return self.answers.pop(0)
+
+
+def run(
+    news: list[NewMemory],
+    knowns: list[KnownMemory],
+    ask: ScriptedAsk | None = None,
+    memory_type: str = "semantic",
+    thresholds: Thresholds = THRESHOLDS,
+) -> Reconciliation:
+    snap = f.snapshot(occurred_at=f.at(30))
+    return asyncio.run(
+        reconcile(
+            memory_type,  # type: ignore[arg-type]
+            news,
+            knowns,
+            source=snapshot_source(snap),
+            provenance=f.provenance(),
+            thresholds=thresholds,
+            ask=ask or ScriptedAsk(),
+        )
+    )
+
+
+def test_a_memory_with_nothing_known_is_added() -> None:
+    result = run([new("The user works at Stripe.")], [])
+    (event,) = result.events
+    assert isinstance(event, MemoryAdded)
+    assert event.version == 1 and event.content.text == "The user works at Stripe."
+    assert event.occurred_at == f.at(30)  # the source's event time
+    assert event.provenance is not None and event.provenance.reconciled_by == "rule"
+    assert [m.memory_id for m in result.known] == [event.memory_id]
+    assert result.asked == 0
+
+
+def test_a_near_duplicate_is_reinforced_without_asking_the_llm() -> None:
+    existing = known("The user is vegan.")
+    result = run([new("The user is a vegan.", similarity=0.97)], [existing])
+    (event,) = result.events
+    assert isinstance(event, MemoryReinforced)
+    assert (event.memory_id, event.version) == (existing.memory_id, 1)
+    assert result.asked == 0
+    assert result.known == (existing,)
+    assert "REINFORCE" in result.notes[0] and "0.970" in result.notes[0]
+
+
+def test_the_ambiguous_band_asks_the_llm_which_may_update() -> None:
+    existing = known("The user lives in Lisbon.")
+    ask = ScriptedAsk(Answer("UPDATE", existing.memory_id, "moved"))
+    result = run([new("The user lives in Porto.", similarity=0.9)], [existing], ask)
+    (event,) = result.events
+    assert isinstance(event, MemoryUpdated)
+    assert (event.memory_id, event.version, event.supersedes_version) == (existing.memory_id, 2, 1)
+    assert event.reason == "moved"
+    assert event.event_id == derived_id("updated", existing.memory_id, 2)
+    assert event.provenance is not None and event.provenance.reconciled_by == "llm"
+    (after,) = result.known
+    assert (after.version, after.content.text) == (2, "The user lives in Porto.")
+    assert ask.shown == [("The user lives in Porto.", [existing.memory_id])]
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        (Answer("REINFORCE", "m-The user lik", "same"), MemoryReinforced),
+        (Answer("ADD", reason="different"), MemoryAdded),
+        (Answer("UPDATE", "m-not-shown"), MemoryAdded),  # may only pick what it was shown
+        (None, MemoryAdded),  # no usable answer after its retries
+    ],
+    ids=["reinforce", "add", "unknown-target", "no-answer"],
+)
+def test_the_llm_may_only_choose_among_the_candidates_it_was_shown(
+    answer: Answer | None, kind: type
+) -> None:
+    existing = known("The user likes tea.")
+    result = run(
+        [new("The user likes green tea.", similarity=0.85)], [existing], ScriptedAsk(answer)
+    )
+    (event,) = result.events
+    assert isinstance(event, kind)
+    if answer is not None and answer.target == "m-not-shown":
+        assert "'m-not-shown', which it was not shown" in result.notes[0]
+
+
+def test_below_the_band_a_memory_is_added_without_asking() -> None:
+    result = run([new("The user plays chess.", similarity=0.5)], [known("The user plays golf.")])
+    assert isinstance(result.events[0], MemoryAdded)
+    assert result.asked == 0
+
+
+def test_a_memory_about_another_subject_is_never_touched() -> None:
+    """'The user likes coffee' and 'John likes coffee' stay two memories, however similar."""
+    johns = known("John likes coffee.", subject="John")
+    result = run([new("The user likes coffee.", similarity=1.0)], [johns])
+    (event,) = result.events
+    assert isinstance(event, MemoryAdded)
+    assert {m.memory_id for m in result.known} == {johns.memory_id, event.memory_id}
+
+
+def test_vectors_of_another_embedding_model_are_never_compared() -> None:
+    other = known("The user is vegan.", model="another-model")
+    result = run([new("The user is vegan.", similarity=1.0)], [other])
+    assert isinstance(result.events[0], MemoryAdded)
+
+
+def test_a_fact_restated_twice_in_one_batch_is_added_once_and_reinforced_once() -> None:
+    result = run(
+        [new("The user is vegan."), new("The user is vegan, strictly.", similarity=0.99)], []
+    )
+    first, second = result.events
+    assert isinstance(first, MemoryAdded) and isinstance(second, MemoryReinforced)
+    assert second.memory_id == first.memory_id
+
+
+def test_the_same_memory_twice_in_one_source_reinforces_instead_of_colliding() -> None:
+    lenient = Thresholds(reinforce=1.0, ask=1.0)
+    result = run(
+        [new("The user is vegan."), new("The user is vegan.", similarity=0.999999)],
+        [],
+        thresholds=lenient,
+    )
+    first, second = result.events
+    assert isinstance(second, MemoryReinforced) and second.memory_id == first.memory_id
+    assert "repeated in the same source" in result.notes[1]
+
+
+def test_the_llm_is_shown_at_most_max_options_most_similar_first() -> None:
+    knowns = [
+        known(f"The user likes sport {n}.", vector=at_similarity(0.81 + n / 100), memory_id=f"m{n}")
+        for n in range(5)
+    ]
+    ask = ScriptedAsk(Answer("ADD"))
+    run([new("The user likes sports.")], knowns, ask)
+    assert ask.shown[0][1] == ["m4", "m3", "m2"]
+
+
+def test_memory_ids_come_from_the_source_and_what_the_memory_says() -> None:
+    snap = f.snapshot()
+    content = f.content(text="The user works at Stripe.")
+    expected = derived_id(
+        "memory", "semantic", snap.event_id, "the user", "The user works at Stripe."
+    )
+    assert new_memory_id("semantic", snap.event_id, content) == expected
+    result = run([new("B fact."), new("The user works at Stripe.", similarity=0.1)], [])
+    source_id = result.events[1].evidence.snapshot_id or ""
+    assert result.events[1].memory_id == new_memory_id("semantic", source_id, content)
+
+
+# --- taxonomic terms --------------------------------------------------------------------------
+
+
+def term(name: str, *aliases: str, examples: Sequence[str] = ()) -> MemoryContent:
+    return f.content(
+        subject=name,
+        text=f"{name}: a message broker.",
+        category="software",
+        attributes={"term": name, "aliases": list(aliases), "examples": list(examples)},
+    )
+
+
+def test_a_term_and_its_alias_are_the_same_subject() -> None:
+    assert same_subject("taxonomic", term("Kafka", "Apache Kafka"), term("Apache Kafka"))
+    assert not same_subject("semantic", term("Kafka", "Apache Kafka"), term("Apache Kafka"))
+    assert not same_subject("taxonomic", term("Kafka"), term("RabbitMQ"))
+
+
+def test_reinforcing_a_term_merges_new_aliases_and_examples() -> None:
+    existing = KnownMemory(
+        memory_id="t1",
+        version=1,
+        content=term("Kafka", "Apache Kafka", examples=["logs"]),
+        embedding=(1.0, 0.0),
+        embedding_model=MODEL,
+    )
+    restated = NewMemory(term("Kafka", "kafka", "AK", examples=["logs", "events"]), (1.0, 0.0))
+    result = run([restated], [existing], memory_type="taxonomic")
+    (event,) = result.events
+    assert isinstance(event, MemoryReinforced)
+    # "kafka" is the term itself, not an alias of it.
+    assert event.merged_attributes == {
+        "aliases": ["Apache Kafka", "AK"],
+        "examples": ["logs", "events"],
+    }
+    (after,) = result.known
+    assert after.content.attributes["aliases"] == ["Apache Kafka", "AK"]
+
+
+def test_merged_attributes_only_for_taxonomic_terms() -> None:
+    assert merged_attributes("semantic", term("K", "a"), term("K", "b")) == {}
+    assert merged_attributes("taxonomic", term("K", "A"), term("K", "a")) == {}
+
+
+# --- evolve -------------------------------------------------------------------------------------
+
+
+def test_evolve_applies_an_update_once_and_ignores_what_it_knows_already() -> None:
+    existing = known("The user lives in Lisbon.", memory_id="m1")
+    update = f.memory_updated(memory_id="m1", embedding=(0.0, 1.0))
+    once = evolve({"m1": existing}, [update])
+    assert once["m1"].version == 2 and once["m1"].embedding == (0.0, 1.0)
+    assert once["m1"].embedding_model == "scripted-embedding"
+    assert evolve(once, [update, f.memory_added(memory_id="m1")]) == once
+
+
+def test_cosine() -> None:
+    assert cosine((1.0, 0.0), (1.0, 0.0)) == pytest.approx(1.0)
+    assert cosine((1.0, 0.0), (0.0, 1.0)) == pytest.approx(0.0)
+    assert cosine((1.0,), (1.0, 0.0)) == 0.0
+    assert cosine((0.0, 0.0), (1.0, 0.0)) == 0.0
+
+
+@pytest.mark.parametrize(("reinforce", "ask"), [(0.8, 0.9), (1.1, 0.5), (0.5, -1.5)])
+def test_thresholds_must_be_ordered_cosines(reinforce: float, ask: float) -> None:
+    with pytest.raises(ValueError, match="thresholds"):
+        Thresholds(reinforce=reinforce, ask=ask)
