@@ -119,7 +119,7 @@ class WindowSettings(_Section):
 
 
 class ExtractionSettings(_Section):
-    enabled: tuple[MemoryType, ...] = ("semantic",)
+    enabled: tuple[MemoryType, ...] = MEMORY_TYPES
     """Types extracted automatically from every snapshot; the others accept direct saves only."""
 
     @field_validator("enabled", mode="before")

@@ -126,6 +126,7 @@ class EpisodicExtractor:
     """Extracts episodes (title, summary, participants, time span, outcome) from a snapshot."""
 
     memory_type: MemoryType = "episodic"
+    prompt_version = "episodic-1"
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)

@@ -140,6 +140,7 @@ class ProceduralExtractor:
     """Extracts procedures (kind, trigger, steps, whom they are for) from a snapshot."""
 
     memory_type: MemoryType = "procedural"
+    prompt_version = "procedural-1"
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)

@@ -117,7 +117,7 @@ class SemanticExtractor:
     """Extracts semantic facts (subject, statement, owner, category) from a snapshot."""
 
     memory_type: MemoryType = "semantic"
-    prompt_version = "semantic-3"
+    prompt_version = "semantic-4"
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)

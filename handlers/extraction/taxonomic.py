@@ -108,6 +108,7 @@ class TaxonomicExtractor:
     """Extracts terms (term, parent, definition, aliases, examples) from a snapshot."""
 
     memory_type: MemoryType = "taxonomic"
+    prompt_version = "taxonomic-1"
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)

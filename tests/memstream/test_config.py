@@ -70,7 +70,7 @@ def test_defaults_run_the_embedded_pipeline() -> None:
     assert settings.embedding.provider == "local"
     assert settings.window.max_messages == 20
     assert settings.window.idle_timeout_seconds == 300.0
-    assert settings.memory.extraction.enabled == ("semantic",)
+    assert settings.memory.extraction.enabled == ("semantic", "episodic", "procedural", "taxonomic")
     assert settings.data_dir == Path(".memstream")
 
 
