@@ -3,19 +3,18 @@
     .venv/bin/python bench/types_cost.py --local large [--cache] [--cases 8] [--out FILE]
     .venv/bin/python bench/types_cost.py --base-url URL --model NAME [...]
 
-For each labelled conversation of `bench/extraction_eval/cases.json` (the first `--cases`), one
-snapshot is built as the extraction evaluation builds it, then extracted
-
-* by the semantic extractor alone, and
-* by the four extractors one after the other, as the four stages' requests reach one llama.cpp
-  server (which answers one request at a time),
-
-with `extract()` exactly as the stages run it (validation, retries). Reported per conversation and
-in total: wall seconds, LLM calls, prompt and completion tokens (as the server counted them),
-and the ratio all-four / semantic. With `--local` the script starts the packaged model itself;
-`--cache` starts it with llama.cpp's prompt cache (`--cache true`), which keeps the state of
-earlier prompts and evaluates only what follows the longest prefix a new prompt shares with one
-of them — each type's long system prompt is then evaluated once, not once per snapshot.
+For each labelled conversation of `bench/extraction_eval/cases-semantic.json` (the first
+`--cases`), one snapshot is built as the extraction evaluation builds it, then extracted by the
+four extractors one after the other (semantic first), as the four stages' requests reach one
+llama.cpp server (which answers one request at a time), with `extract()` exactly as the stages
+run it (validation, retries). "Semantic alone" is the semantic extraction of each snapshot, "all
+four" the four together: measured in the same run, snapshot by snapshot, so load on the machine
+falls on both alike. Reported per snapshot and in total: wall seconds, LLM calls, prompt and
+completion tokens (as the server counted them), and the ratio all-four / semantic.
+With `--local` the script starts the packaged model itself; `--cache` starts it with
+llama.cpp's prompt cache (`--cache true`), which keeps the state of earlier prompts and
+evaluates only what follows the longest prefix a new prompt shares with one of them — each
+type's long system prompt is then evaluated once, not once per snapshot.
 The first request of a run is an untimed warm-up.
 """
 
@@ -142,12 +141,10 @@ def table(result: dict[str, Any]) -> str:
 
 async def measure(llm: ChatModel, cases: list[Any], attempts: int) -> dict[str, Any]:
     await warm_up(llm)
-    print("semantic alone:", flush=True)
-    semantic = await run_types(llm, cases, ("semantic",), attempts)
-    print("all four types:", flush=True)
     four = await run_types(llm, cases, MEMORY_TYPES, attempts)
+    semantic = [r for r in four if r.memory_type == "semantic"]
     result = report(semantic, four)
-    result["runs"] = [asdict(r) for r in [*semantic, *four]]
+    result["runs"] = [asdict(r) for r in four]
     return result
 
 
