@@ -1,8 +1,8 @@
 """`memstream demo`: two sessions through the running pipeline, and what the memory learned.
 
-The first session introduces Tim (and his friend John); the second, a month later, says Tim moved
-and restates a taste: the city's memory is UPDATEd (the old version kept, superseded) and the
-taste REINFORCEd instead of copied.
+The first session introduces Tim (and his friend John) and gives a standing rule; the second, a
+month later, says Tim moved and restates a taste: the city's memory is UPDATEd (the old version
+kept, superseded) and the taste REINFORCEd instead of copied.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ DEMO_SESSIONS: list[tuple[str, list[dict[str, Any]]]] = [
                 "content": "I'm John, Tim's friend from school. I'm a nurse in Berlin.",
             },
             {"role": "assistant", "content": "Nice to meet you, John! Tim, anything to remember?"},
-            {"role": "user", "content": "Yes: I'm allergic to peanuts."},
+            {
+                "role": "user",
+                "content": "Yes: I'm allergic to peanuts. And please always keep your answers "
+                "short, I read them on my phone.",
+            },
         ],
     ),
     (

@@ -5,7 +5,6 @@ See docs/architecture.md, "Operations".
 
 from __future__ import annotations
 
-from handlers.extraction.registry import EXTRACTORS
 from memstream.config import Settings
 from memstream.local.embedder import is_available as local_embedder_available
 from memstream.local_llm import local_llm_available
@@ -34,10 +33,4 @@ def problems(settings: Settings) -> list[str]:
         )
     if embedding.provider == "openai" and not embedding.model:
         found.append("embedding provider openai: set MEMSTREAM_EMBEDDING_MODEL")
-    for memory_type in settings.memory.extraction.enabled:
-        if memory_type not in EXTRACTORS:
-            found.append(
-                f"memory.extraction.enabled lists {memory_type}, which has no automatic extractor "
-                f"in this version (available: {', '.join(EXTRACTORS)})"
-            )
     return found

@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from events.schema import json_schemas
 
 
@@ -46,22 +44,6 @@ def test_config_validate_reports_bad_values(tmp_path: Path) -> None:
     result = memstream("config", "validate", cwd=tmp_path, env={"MEMSTREAM_MAX_MESSAGES": "0"})
     assert result.returncode == 2
     assert "window.max_messages" in result.stderr and "MEMSTREAM_MAX_MESSAGES" in result.stderr
-
-
-@pytest.mark.parametrize("enabled", ["semantic,episodic"])
-def test_config_validate_refuses_types_without_an_extractor(tmp_path: Path, enabled: str) -> None:
-    result = memstream(
-        "config",
-        "validate",
-        cwd=tmp_path,
-        env={
-            "MEMSTREAM_ENABLED_EXTRACTIONS": enabled,
-            "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
-            "MEMSTREAM_LLM_MODEL": "m",
-        },
-    )
-    assert result.returncode == 1
-    assert "episodic" in result.stderr
 
 
 def test_schema_export_writes_one_schema_per_event(tmp_path: Path) -> None:

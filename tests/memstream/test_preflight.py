@@ -97,18 +97,9 @@ def test_llm_without_a_model_is_reported_even_with_a_local_llm() -> None:
     assert "MEMSTREAM_LLM_MODEL" in problem
 
 
-@pytest.mark.parametrize("memory_type", ["episodic", "procedural", "taxonomic"])
-def test_an_enabled_type_without_extractor_is_reported(memory_type: str) -> None:
-    (problem,) = problems(settings(memory=enabled("semantic", memory_type)))
-    assert "memory.extraction.enabled" in problem
-    assert memory_type in problem
-    assert "available: semantic" in problem
-
-
-def test_every_type_without_extractor_is_reported() -> None:
-    found = problems(settings(memory=enabled("semantic", "episodic", "procedural", "taxonomic")))
-    assert len(found) == 3
-    assert [p for p in found if "semantic," in p] == []
+def test_every_type_enabled_is_fine() -> None:
+    every_type = enabled("semantic", "episodic", "procedural", "taxonomic")
+    assert problems(settings(memory=every_type)) == []
 
 
 def test_no_enabled_types_is_fine() -> None:
@@ -138,10 +129,9 @@ def test_local_embedding_without_the_local_model_is_reported() -> None:
 @pytest.mark.usefixtures("without_local_embedder", "no_local_llm")
 def test_all_problems_are_reported_together() -> None:
     found = problems(Settings(llm=LLMSettings(), memory=enabled("semantic", "episodic")))
-    assert len(found) == 3
+    assert len(found) == 2
     assert found[0].startswith("no LLM provider")
     assert found[1].startswith("no embedding provider")
-    assert "episodic" in found[2]
 
 
 @pytest.mark.usefixtures("without_local_embedder")
