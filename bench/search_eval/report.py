@@ -115,7 +115,7 @@ def scale_table(scale: list[Mapping[str, Any]]) -> str:
     header = ["memories", "build ms", "of which keywords ms"]
     for name in searches:
         header += [f"{name} p50 ms", f"{name} p95 ms"]
-    header += ["definitions p50 ms", "= definitions"]
+    header += ["definitions p50 ms", "definitions / SDK (p50, hybrid)", "= definitions"]
     rows = []
     for size in scale:
         row = [
@@ -129,8 +129,10 @@ def scale_table(scale: list[Mapping[str, Any]]) -> str:
                 f"{size['search_ms'][name]['p95']:.2f}",
             ]
         reference = size["reference"]
+        against = reference.get("by_search", {}).get("hybrid", {})
         row += [
             f"{reference['ms']['p50']:.0f}",
+            f"{against['ratio_p50']:.0f}x" if "ratio_p50" in against else "",
             f"{reference['equal_top10']}/{reference['searches']}",
         ]
         rows.append(row)
