@@ -26,6 +26,8 @@ from bench.search_eval.dataset import (
 from bench.search_eval.pipeline import InMemoryReadModel, ranked_ids
 from bench.search_eval.quality import RRF, QualityReport, QueryRun, groups
 from bench.search_eval.reference import Result, reference_search
+from bench.search_eval.report import scale_table
+from bench.search_eval.scale import SizeReport
 from bench.search_eval.scoring import (
     first_rank,
     markdown_table,
@@ -347,3 +349,21 @@ def test_the_held_out_check_chooses_the_weight_on_one_half_and_scores_it_on_the_
     assert splits[("p", "r")]["chosen_weight"] == 0.3
     assert splits[("p", "r")]["test_scores"]["chosen weight"]["mrr"] == 0.75
     assert splits[("p", "r")]["test_scores"][RRF]["mrr"] == 0.25
+
+
+def test_the_baseline_ratio_compares_the_definitions_with_the_sdk_on_the_same_queries() -> None:
+    report = SizeReport(1000)
+    report.build = [0.01]
+    report.keyword_build = [0.005]
+    for name in report.search:
+        report.search[name] = [0.002, 0.004, 0.9, 0.9]  # the last two: queries not checked
+    report.reference["hybrid"] = [0.2, 0.4]
+    report.reference["hybrid, one type"] = [0.1, 0.1]
+
+    summary = report.summary()
+
+    against = summary["reference"]["by_search"]["hybrid"]
+    assert against["sdk_ms"]["p50"] == pytest.approx(3.0)
+    assert against["ratio_p50"] == pytest.approx(100.0)
+    assert summary["reference"]["searches"] == 4
+    assert "100x" in scale_table([summary])
