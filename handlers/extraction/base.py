@@ -22,6 +22,12 @@ class Extractor(Protocol):
     prompt_version: str
     """Names the prompt and parsing rules: recorded on every memory event they produce."""
 
+    def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
+        """False when the snapshot cannot hold this kind of knowledge whatever the LLM answers
+        (its parsing would keep nothing): then no LLM call is made. A pure function of the
+        snapshot, so a replay decides the same."""
+        ...
+
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         """The chat messages that ask the LLM for this extractor's kind of knowledge."""
         ...
@@ -49,8 +55,11 @@ async def extract(
     """Ask the LLM up to `attempts` times; each retry is told what was wrong with the last answer.
 
     Transport errors (LLM unreachable) propagate: the caller retries those without consuming the
-    snapshot, so an outage never turns into dead letters.
+    snapshot, so an outage never turns into dead letters. A snapshot the extractor does not find
+    worth asking about costs no call: no memories, 0 attempts.
     """
+    if not extractor.worth_asking(snapshot):
+        return ExtractionOutcome((), 0)
     prompt = extractor.prompt(snapshot)
     messages = prompt
     reason = ""

@@ -128,6 +128,10 @@ class EpisodicExtractor:
     memory_type: MemoryType = "episodic"
     prompt_version = "episodic-1"
 
+    def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
+        """Only a conversation in which someone speaks of themselves (`has_a_story`)."""
+        return has_a_story(transcript_of(snapshot))
+
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)
         instruction = LANGUAGE_INSTRUCTIONS[transcript.language]

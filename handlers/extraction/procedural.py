@@ -142,6 +142,10 @@ class ProceduralExtractor:
     memory_type: MemoryType = "procedural"
     prompt_version = "procedural-1"
 
+    def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
+        """Only a conversation with a directive or how-to (`asks_for_a_procedure`)."""
+        return asks_for_a_procedure(transcript_of(snapshot))
+
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)
         instruction = LANGUAGE_INSTRUCTIONS[transcript.language]

@@ -119,6 +119,9 @@ class SemanticExtractor:
     memory_type: MemoryType = "semantic"
     prompt_version = "semantic-4"
 
+    def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
+        return True
+
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)
         instruction = LANGUAGE_INSTRUCTIONS[transcript.language]

@@ -110,6 +110,9 @@ class TaxonomicExtractor:
     memory_type: MemoryType = "taxonomic"
     prompt_version = "taxonomic-1"
 
+    def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
+        return True
+
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         transcript = transcript_of(snapshot)
         instruction = LANGUAGE_INSTRUCTIONS[transcript.language]

@@ -7,8 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from handlers.extraction.base import ExtractionOutcome, extract
+from handlers.extraction.base import ExtractionOutcome, Extractor, extract
+from handlers.extraction.episodic import EpisodicExtractor
+from handlers.extraction.procedural import ProceduralExtractor
 from handlers.extraction.semantic import SemanticExtractor
+from handlers.extraction.taxonomic import TaxonomicExtractor
 from handlers.ports import ChatAnswer, LLMUnavailable
 from tests.factories import snapshot
 
@@ -119,3 +122,38 @@ async def test_blank_subject_answer_is_retried() -> None:
     blank = json.dumps({"facts": [{"subject": " ", "statement": "Works at Stripe."}]})
     outcome = await run(FakeChatModel(blank, GOOD))
     assert outcome.attempts == 2
+
+
+@pytest.mark.parametrize(
+    ("extractor", "small_talk"),
+    [
+        (EpisodicExtractor(), "What's the capital of Australia?"),
+        (ProceduralExtractor(), "How's it going? Nice weather today."),
+    ],
+)
+async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(
+    extractor: Extractor, small_talk: str
+) -> None:
+    llm = FakeChatModel()  # any call fails the test
+    quiet = snapshot([{"role": "user", "content": small_talk}])
+    assert not extractor.worth_asking(quiet)
+    outcome = await extract(extractor, quiet, llm)
+    assert (outcome.memories, outcome.attempts, outcome.answers, outcome.failure) == (
+        (),
+        0,
+        (),
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("extractor", "said"),
+    [
+        (EpisodicExtractor(), "I went hiking with my sister yesterday."),
+        (ProceduralExtractor(), "From now on, always answer me in French."),
+        (SemanticExtractor(), "How's it going?"),
+        (TaxonomicExtractor(), "How's it going?"),
+    ],
+)
+def test_every_other_snapshot_is_worth_asking_about(extractor: Extractor, said: str) -> None:
+    assert extractor.worth_asking(snapshot([{"role": "user", "content": said}]))
