@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from handlers.extraction.semantic import SemanticExtractor
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
@@ -89,7 +90,10 @@ def test_a_changed_fact_updates_the_memory_and_keeps_the_old_version(
     ]
     (update,) = pipeline.db["memory_events"].find({"event_type": "MemoryUpdated"})
     provenance = update["event"]["provenance"]
-    assert (provenance["reconciled_by"], provenance["prompt_version"]) == ("llm", "semantic-3")
+    assert (provenance["reconciled_by"], provenance["prompt_version"]) == (
+        "llm",
+        SemanticExtractor.prompt_version,
+    )
     assert provenance["embedding_model"] == pipeline.llm.embedding_model
     profile = pipeline.db["profiles"].find_one({"_id": "ivy"})
     assert (
