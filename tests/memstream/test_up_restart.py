@@ -57,6 +57,7 @@ def memstream_up(data_dir: Path, llm: ScriptedLLM, log: Path) -> Iterator[dict[s
         "MEMSTREAM_EMBEDDING_PROVIDER": "openai",
         "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
         "MEMSTREAM_MAX_MESSAGES": "10",
+        "MEMSTREAM_ENABLED_EXTRACTIONS": "semantic",  # what restarts do to ids, not the types
         "MEMSTREAM_IDLE_CHECK_INTERVAL": "0.5",
     }
     for variable in ("KAFKA_BOOTSTRAP_SERVERS", "MONGODB_URI", "MONGODB_DATABASE"):
