@@ -41,6 +41,7 @@ from bench.reconcile_eval.scoring import (
 )
 from bench.reconcile_eval.tables import report
 from events.memories import Provenance
+from handlers import reconcile_prompt
 from handlers.ports import ChatAnswer
 from handlers.reconcile import Thresholds
 
@@ -367,7 +368,7 @@ THRESHOLDS = Thresholds(reinforce=0.99, ask=0.9)
 
 def test_the_band_asks_the_llm_which_must_pick_the_pairs_memory_by_number() -> None:
     item = prepared_pair("update", 0.93, distractor=0.95)
-    llm = ScriptedLLM('{"action": "UPDATE", "existing": 2, "reason": "moved"}')
+    llm = ScriptedLLM('{"contradicts": 2, "action": "UPDATE", "existing": 2, "reason": "moved"}')
     result = decided(item, llm, THRESHOLDS)
     assert result.zone == "LLM" and result.right
     assert result.shown == ("other/existing", "target/existing")
@@ -398,7 +399,7 @@ def test_rule_zones_decide_without_the_llm() -> None:
 
 def test_a_saved_report_gives_back_the_same_rankings_outcomes_and_tables() -> None:
     item = prepared_pair("update", 0.93, distractor=0.95)
-    llm = ScriptedLLM('{"action": "UPDATE", "existing": 2, "reason": "moved"}')
+    llm = ScriptedLLM('{"contradicts": 2, "action": "UPDATE", "existing": 2, "reason": "moved"}')
     result = decided(item, llm, THRESHOLDS)
     choice = Choice(0.99, 0.9, 0.96, "x", ("y",), 1)
     document = report_json(
@@ -434,3 +435,16 @@ def test_a_saved_report_gives_back_the_same_rankings_outcomes_and_tables() -> No
         outcomes=outcomes,
     )
     assert "| all " in tables and "LLM band:" in tables
+
+
+def test_the_prompt_examples_are_none_of_the_labelled_pairs() -> None:
+    """The handler's prompt is measured on the pairs, so its examples must not be pairs."""
+    raw = json.loads(DEFAULT_PAIRS_FILE.read_text(encoding="utf-8"))["pairs"]
+    labelled = {pair[side]["text"] for pair in raw for side in ("existing", "new")}
+    examples = [
+        line.split(" ", 1)[1]
+        for line in reconcile_prompt.SYSTEM_PROMPT.splitlines()
+        if line.startswith(("NEW: ", "1. ", "2. ", "3. "))
+    ]
+    assert len(examples) >= 10
+    assert labelled.isdisjoint(examples)

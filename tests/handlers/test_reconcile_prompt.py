@@ -42,13 +42,42 @@ def test_the_prompt_numbers_the_candidates_under_the_new_memory() -> None:
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ({"action": "UPDATE", "existing": 1, "reason": "moved"}, Answer("UPDATE", "m1", "moved")),
+        (
+            {
+                "new_info": "Porto",
+                "contradicts": 1,
+                "action": "UPDATE",
+                "existing": 1,
+                "reason": "?",
+            },
+            Answer("UPDATE", "m1", "?"),
+        ),
+        ({"action": "UPDATE", "existing": 1, "contradicts": "1"}, Answer("UPDATE", "m1", "")),
         ({"action": "reinforce", "existing": "2"}, Answer("REINFORCE", "m2", "")),
+        ({"contradicts": None, "action": "REINFORCE", "existing": 2}, Answer("REINFORCE", "m2")),
         ({"action": "ADD", "existing": None, "reason": "new"}, Answer("ADD", None, "new")),
+        ({"action": "ADD", "existing": None, "contradicts": 1}, Answer("ADD", None, "")),
     ],
 )
 def test_a_valid_answer_names_a_shown_memory(answer: dict[str, object], expected: Answer) -> None:
     assert parse(json.dumps(answer), OPTIONS) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ({"contradicts": None, "action": "UPDATE", "existing": 1}, "UPDATE of 1 without contradic"),
+        ({"action": "UPDATE", "existing": 1, "reason": "moved"}, "UPDATE of 1 without contradic"),
+        ({"contradicts": 2, "action": "UPDATE", "existing": 1}, "UPDATE of 1 without contradic"),
+        ({"contradicts": 1, "action": "REINFORCE", "existing": 1}, "REINFORCE while contradicting"),
+    ],
+)
+def test_an_answer_that_contradicts_itself_is_an_add(
+    answer: dict[str, object], reason: str
+) -> None:
+    parsed = parse(json.dumps(answer), OPTIONS)
+    assert parsed.action == "ADD" and parsed.target is None
+    assert parsed.reason.startswith(reason)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +108,10 @@ class Scripted:
 
 
 def test_an_invalid_answer_is_asked_again_with_the_reason() -> None:
-    llm = Scripted('{"action": "UPDATE", "existing": 9}', '{"action": "UPDATE", "existing": 1}')
+    llm = Scripted(
+        '{"contradicts": 9, "action": "UPDATE", "existing": 9}',
+        '{"contradicts": 1, "action": "UPDATE", "existing": 1}',
+    )
     answer, answers = asyncio.run(ask(llm, NEW, OPTIONS, attempts=3))
     assert answer == Answer("UPDATE", "m1", "")
     assert len(answers) == 2

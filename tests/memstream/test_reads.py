@@ -30,7 +30,11 @@ def learned(pipeline_factory: Any) -> PipelineHarness:
     """A pipeline where `pia` said where she lives, works, what she drinks, then moved."""
     pipeline: PipelineHarness = pipeline_factory(**THRESHOLDS)
     llm = pipeline.llm
-    llm.on("NEW: The user lives in Porto.", {"action": "UPDATE", "existing": 1}, scope="last_user")
+    llm.on(
+        "NEW: The user lives in Porto.",
+        {"contradicts": 1, "action": "UPDATE", "existing": 1},
+        scope="last_user",
+    )
     llm.on(
         "first chat",
         facts(

@@ -57,7 +57,7 @@ def test_a_changed_fact_updates_the_memory_and_keeps_the_old_version(
     pipeline: PipelineHarness = pipeline_factory(**THRESHOLDS)
     pipeline.llm.on(
         "NEW: The user lives in Porto.",
-        {"action": "UPDATE", "existing": 1, "reason": "moved"},
+        {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved"},
         scope="last_user",
     )
     pipeline.llm.on(
@@ -177,7 +177,9 @@ def test_an_llm_answer_across_subjects_is_never_applied(pipeline_factory: Any) -
     pipeline: PipelineHarness = pipeline_factory(**THRESHOLDS)
     # If it were asked, this LLM would point the user's new city at John's memory.
     pipeline.llm.on(
-        "NEW:", {"action": "UPDATE", "existing": 1, "reason": "moved"}, scope="last_user"
+        "NEW:",
+        {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved"},
+        scope="last_user",
     )
     pipeline.llm.on("Lisbon", fact("John lives in Lisbon.", subject="John"), scope="last_user")
     pipeline.llm.on("Porto", fact("The user lives in Porto.", "location"), scope="last_user")
