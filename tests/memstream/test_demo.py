@@ -81,7 +81,7 @@ def script(llm: ScriptedLLM) -> None:
         lambda text: (
             "NEW: The user lives in Porto." in text and "1. The user lives in Lisbon." in text
         ),
-        {"action": "UPDATE", "existing": 1, "reason": "moved from Lisbon to Porto"},
+        {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved to Porto"},
     )
     for memory_type, empty in EMPTY.items():
         llm.on(asked(memory_type, ""), empty)
