@@ -23,6 +23,7 @@ from pymongo.errors import PyMongoError
 
 from events.memories import MEMORY_TYPES
 from memstream.config import Settings
+from memstream.local_llm import wants_local_llm
 from memstream.preflight import problems
 from memstream.runtime import pipeline_stages
 from memstream.worker import stream_settings
@@ -124,7 +125,11 @@ def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
 
 def _models(settings: Settings, timeout: float) -> dict[str, Any]:
     missing = problems(settings)
-    models: dict[str, Any] = {"problems": missing}
+    models: dict[str, Any] = {
+        "problems": missing,
+        "llm": _llm_named(settings),
+        "embedder": _embedder_named(settings),
+    }
     if settings.llm.base_url:
         try:
             url = settings.llm.base_url.rstrip("/") + "/models"
@@ -134,6 +139,21 @@ def _models(settings: Settings, timeout: float) -> dict[str, Any]:
             models["llm_reachable"] = False
             models["llm_error"] = str(exc)[:200]
     return models
+
+
+def _llm_named(settings: Settings) -> str:
+    if settings.llm.configured:
+        return f"{settings.llm.model} at {settings.llm.base_url or 'api.openai.com'}"
+    if wants_local_llm(settings):
+        return "the packaged local model (started by `memstream up` / `memstream demo`)"
+    return "none"
+
+
+def _embedder_named(settings: Settings) -> str:
+    embedding = settings.embedding
+    if embedding.provider == "local":
+        return "the local model (multilingual-e5-small)"
+    return f"{embedding.model} at {embedding.base_url or settings.llm.base_url or 'OpenAI'}"
 
 
 def _health(report: dict[str, Any]) -> str:
@@ -165,9 +185,12 @@ def format_status(report: dict[str, Any]) -> str:
         lines.append(f"snapshots waiting: {waiting or 'none'}")
         for reason, count in sorted(report["dead_letters"].items()):
             lines.append(f"dead letters: {count} x {reason}")
+        if not report["dead_letters"]:
+            lines.append("dead letters: none")
     models = report["models"]
     for problem in models["problems"]:
         lines.append(f"problem: {problem}")
-    if "llm_reachable" in models:
-        lines.append(f"llm: {'reachable' if models['llm_reachable'] else 'UNREACHABLE'}")
+    reachable = {True: ", reachable", False: ", UNREACHABLE", None: ""}
+    lines.append(f"llm: {models['llm']}{reachable[models.get('llm_reachable')]}")
+    lines.append(f"embedder: {models['embedder']}")
     return "\n".join(lines)

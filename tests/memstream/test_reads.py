@@ -181,8 +181,12 @@ def test_the_status_command_reports_health_lag_and_waiting_work(learned: Pipelin
     }
     assert report["snapshots_waiting"] == {"semantic": 0}
     assert report["health"] == "healthy" and result.returncode == 0
+    assert report["models"]["llm"].startswith(f"{learned.llm.model} at {learned.llm.base_url}")
     text = memstream_cli(learned, "status")
     assert text.stdout.startswith("health: healthy")
+    assert "dead letters: none" in text.stdout
+    assert "llm: scripted-llm at http" in text.stdout and ", reachable" in text.stdout
+    assert "embedder: " in text.stdout
 
 
 def test_every_named_query_runs_and_prints_its_pipeline(learned: PipelineHarness) -> None:
