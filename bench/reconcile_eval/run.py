@@ -88,11 +88,15 @@ from handlers.reconcile import (
     options_for,
     reconcile,
 )
+from memstream.config import ReconcileSettings
 from memstream.providers import OpenAIChatModel
 
 RULE = SelectionRule()
-CONFIG_DEFAULTS = (0.95, 0.86)
-"""`memstream.config.ReconcileSettings` defaults when this benchmark was written."""
+CONFIG_DEFAULTS = (ReconcileSettings().reinforce_threshold, ReconcileSettings().ask_threshold)
+"""The thresholds `memstream.config.ReconcileSettings` ships with; a report records them."""
+PLACEHOLDER_DEFAULTS = (0.95, 0.86)
+"""The shipped thresholds before this benchmark chose them: what a report that records none was
+compared with."""
 USER_ID = "eval-user"
 CLOCK = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
 
@@ -330,6 +334,7 @@ def report_json(
         "at_thresholds": _counts_json(
             counts(rankeds, thresholds.reinforce, thresholds.ask, max_options)
         ),
+        "config_defaults": list(CONFIG_DEFAULTS),
         "at_config_defaults": _counts_json(counts(rankeds, *CONFIG_DEFAULTS, max_options)),
         "sweep": {"columns": columns, "rows": [list(asdict(p).values()) for p in points]},
         "pairs": [],
@@ -504,7 +509,7 @@ def print_saved(path: Path, everyone: Sequence[Pair]) -> int:
             rule=rule,
             choice=Choice(**choice_fields),
             thresholds=Thresholds(**document["thresholds"]),
-            config_defaults=CONFIG_DEFAULTS,
+            config_defaults=tuple(document.get("config_defaults", PLACEHOLDER_DEFAULTS)),
             outcomes=outcomes,
         )
     )
