@@ -48,7 +48,7 @@ from handlers.attribution import (
 from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.drafts import in_first_person, one_line, validated
 from handlers.extraction.json_answer import items_under
-from handlers.extraction.transcript import Transcript, transcript_of
+from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 
 CATEGORY = "event"
 _KEY = "episodes"
@@ -133,16 +133,7 @@ class EpisodicExtractor:
         return has_a_story(transcript_of(snapshot))
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
-        transcript = transcript_of(snapshot)
-        instruction = LANGUAGE_INSTRUCTIONS[transcript.language]
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {
-                "role": "user",
-                "content": f"Conversation:\n{transcript.text}\n\n{instruction} "
-                "Answer with the JSON.",
-            },
-        ]
+        return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot)
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)

@@ -34,7 +34,7 @@ from handlers.attribution import ASSISTANT_ALIASES, USER_ALIASES, rests_on
 from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.drafts import one_line, validated
 from handlers.extraction.json_answer import items_under
-from handlers.extraction.transcript import Transcript, transcript_of
+from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 from handlers.rendering import Language
 
 _KEY = "terms"
@@ -114,16 +114,7 @@ class TaxonomicExtractor:
         return True
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
-        transcript = transcript_of(snapshot)
-        instruction = LANGUAGE_INSTRUCTIONS[transcript.language]
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {
-                "role": "user",
-                "content": f"Conversation:\n{transcript.text}\n\n{instruction} "
-                "Answer with the JSON.",
-            },
-        ]
+        return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot)
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)

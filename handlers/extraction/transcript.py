@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from events.memories import ASSISTANT_SUBJECT, USER_SUBJECT
@@ -83,3 +84,19 @@ def transcript_of(snapshot: SnapshotPromoted) -> Transcript:
         language=conversation_language(messages),
         messages=tuple(messages),
     )
+
+
+def conversation_prompt(
+    system_prompt: str, language_instructions: Mapping[str, str], snapshot: SnapshotPromoted
+) -> list[dict[str, str]]:
+    """The chat messages every extractor sends: its system prompt, then the snapshot's
+    conversation with the instruction for the conversation's language."""
+    transcript = transcript_of(snapshot)
+    instruction = language_instructions[transcript.language]
+    return [
+        {"role": "system", "content": system_prompt},
+        {
+            "role": "user",
+            "content": f"Conversation:\n{transcript.text}\n\n{instruction} Answer with the JSON.",
+        },
+    ]
