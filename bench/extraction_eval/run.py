@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -55,6 +54,7 @@ from bench.extraction_eval.scoring import (
     summarize,
     summary_rows,
 )
+from bench.machine import machine
 from events.memories import MEMORY_TYPES
 from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
 from handlers.extraction.base import extract
@@ -204,19 +204,6 @@ def _print_case(report: CaseReport) -> None:
             print(f"      {json.dumps(memory.attributes, ensure_ascii=False)}", flush=True)
     if run.failure:
         print(f"    ! {run.failure}", flush=True)
-
-
-def machine() -> dict[str, Any]:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 0
-    return {
-        "cpus": cpus,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-    }
 
 
 def report_json(

@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.machine import machine as base_machine
 from bench.reconcile_eval.pairs import (
     DEFAULT_PAIRS_FILE,
     Pair,
@@ -274,17 +274,8 @@ def _print_outcome(outcome: Outcome, ranked: Ranked) -> None:
 
 
 def machine() -> dict[str, Any]:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 0
-    return {
-        "cpus": cpus,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
+    load = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return base_machine() | {"load_average": load}
 
 
 def _counts_json(c: ZoneCounts) -> dict[str, Any]:

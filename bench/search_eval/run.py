@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.machine import machine as base_machine
 from bench.search_eval.dataset import DEFAULT_DATA, LabelledSet, load
 from bench.search_eval.quality import (
     MODES,
@@ -69,15 +69,7 @@ THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"
 
 
 def machine() -> dict[str, Any]:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 0
-    return {
-        "cpus": cpus,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
+    return base_machine() | {
         "load_average": list(os.getloadavg()),
         "environment": {name: os.environ.get(name) for name in THREAD_VARIABLES},
     }
