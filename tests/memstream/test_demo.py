@@ -11,28 +11,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.extraction_requests import EMPTY_ANSWERS, asked
 from tests.support.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.integration
-
-OPENINGS = {
-    "semantic": "You extract facts",
-    "episodic": "You write the episodes",
-    "procedural": "You extract procedures",
-    "taxonomic": "You extract terms",
-}
-EMPTY = {
-    "semantic": {"facts": []},
-    "episodic": {"episodes": []},
-    "procedural": {"procedures": []},
-    "taxonomic": {"terms": []},
-}
 
 
 def about_user(*statements: str) -> dict[str, Any]:
@@ -42,10 +29,6 @@ def about_user(*statements: str) -> dict[str, Any]:
             for s in statements
         ]
     }
-
-
-def asked(memory_type: str, words: str) -> Callable[[str], bool]:
-    return lambda text: OPENINGS[memory_type] in text and words in text
 
 
 def script(llm: ScriptedLLM) -> None:
@@ -83,7 +66,7 @@ def script(llm: ScriptedLLM) -> None:
         ),
         {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved to Porto"},
     )
-    for memory_type, empty in EMPTY.items():
+    for memory_type, empty in EMPTY_ANSWERS.items():
         llm.on(asked(memory_type, ""), empty)
     llm.on("NEW:", {"action": "ADD", "existing": None, "reason": "a different fact"})
 

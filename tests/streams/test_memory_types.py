@@ -6,11 +6,11 @@ The scripted LLM tells the stages apart by their system prompts (`handlers/extra
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.support.extraction_requests import EMPTY_ANSWERS, asked
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,6 @@ ANSWERS: dict[str, dict[str, Any]] = {
     },
     "taxonomic": {"terms": [{"term": "P0", "parent": "incident", "definition": "a total outage"}]},
 }
-EMPTY = {"semantic": {"facts": []}, "episodic": {"episodes": []}, "procedural": {"procedures": []}}
 P0_AGAIN = {
     "terms": [
         {
@@ -70,23 +69,12 @@ P0_AGAIN = {
 }
 
 
-def asked_by(memory_type: str, words: str) -> Callable[[str], bool]:
-    """A matcher for `memory_type`'s extraction prompt about a conversation containing `words`."""
-    opening = {
-        "semantic": "You extract facts",
-        "episodic": "You write the episodes",
-        "procedural": "You extract procedures",
-        "taxonomic": "You extract terms",
-    }[memory_type]
-    return lambda text: opening in text and words in text
-
-
 def script(pipeline: PipelineHarness) -> None:
     for memory_type, answer in ANSWERS.items():
-        pipeline.llm.on(asked_by(memory_type, "Mount Tam"), answer)
-    pipeline.llm.on(asked_by("taxonomic", "sev-zero"), P0_AGAIN)
-    for memory_type, answer in EMPTY.items():
-        pipeline.llm.on(asked_by(memory_type, "sev-zero"), answer)
+        pipeline.llm.on(asked(memory_type, "Mount Tam"), answer)
+    pipeline.llm.on(asked("taxonomic", "sev-zero"), P0_AGAIN)
+    for memory_type in ("semantic", "episodic", "procedural"):
+        pipeline.llm.on(asked(memory_type, "sev-zero"), EMPTY_ANSWERS[memory_type])
 
 
 def said(pipeline: PipelineHarness, user: str, session: str, text: str) -> None:

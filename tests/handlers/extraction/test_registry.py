@@ -39,3 +39,14 @@ def test_an_unknown_type_is_refused_with_the_available_ones() -> None:
         extractor_for("emotional")  # type: ignore[arg-type]
     assert "emotional" in str(info.value)
     assert "available: semantic, episodic, procedural, taxonomic" in str(info.value)
+
+
+@pytest.mark.parametrize("memory_type", MEMORY_TYPES)
+def test_each_system_prompt_begins_as_the_scripted_llm_tells_them_apart(
+    memory_type: MemoryType,
+) -> None:
+    from tests.factories import snapshot
+    from tests.support.extraction_requests import OPENINGS
+
+    system = extractor_for(memory_type).prompt(snapshot())[0]["content"]
+    assert system.startswith(OPENINGS[memory_type])
