@@ -109,11 +109,14 @@ def test_a_term_used_again_with_a_new_alias_is_reinforced_and_merges_the_alias(
     script(pipeline)
     said(pipeline, "uma", "s1", FIRST)
     eventually(
-        lambda: pipeline.memories(user_id="uma", memory_type="taxonomic"),
-        lambda m: len(m) == 1,
-        what="the term",
+        lambda: pipeline.memories(user_id="uma"), lambda m: len(m) == 4, what="four memories"
     )
     said(pipeline, "uma", "s2", SECOND)
+    eventually(
+        lambda: pipeline.snapshots(user_id="uma", session_id="s2"),
+        lambda s: len(s) == 1 and len(s[0].get("extractions", {})) == 4,
+        what="the second snapshot extracted by all four types",
+    )
     (term,) = eventually(
         lambda: pipeline.memories(user_id="uma", memory_type="taxonomic"),
         lambda m: len(m) == 1 and m[0]["reinforcement_count"] == 1,
