@@ -127,6 +127,7 @@ def _up(args: argparse.Namespace) -> int:
                 log=infra.log,
                 log_path=None if infra.log_path is None else str(infra.log_path),
                 log_description=infra.describe_log(),
+                startup_seconds={server.name: server.startup_seconds for server in infra.servers},
                 bootstrap_servers=infra.bootstrap_servers,
                 mongodb_uri=infra.mongodb_uri,
             )

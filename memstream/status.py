@@ -1,10 +1,10 @@
 """`memstream status`: is the pipeline healthy, and how far behind is it?
 
-Reports the broker and the database (reachable or not), which log is in use (the durable embedded
-Kafka and its folder, the ephemeral Tansu, or a broker of your own), the enabled memory types, each stage's
-consumer lag (end offsets minus the group's committed offsets, per input topic), sessions with
-turns not promoted yet, snapshots waiting for each enabled type, dead letters by stage and
-reason, and whether the LLM and the embedder are ready. The verdict (`health`):
+Reports which log is in use (the durable embedded Kafka and its folder, the ephemeral Tansu, or a
+broker of your own), the broker and the database (reachable or not), the enabled memory types,
+each stage's consumer lag (end offsets minus the group's committed offsets, per input topic),
+sessions with turns not promoted yet, snapshots waiting for each enabled type, dead letters by
+stage and reason, and whether the LLM and the embedder are ready. The verdict (`health`):
 
 * `healthy` (exit 0): everything reachable and ready;
 * `degraded` (exit 1): reachable, but an LLM or embedder is missing or dead letters exist;
