@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="command")
 
     up = commands.add_parser("up", help="run the whole pipeline until Ctrl-C")
+    up.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the log in memory (Tansu) and the database in a throwaway folder: "
+        "everything is gone when up stops (tests, demos)",
+    )
     up.set_defaults(run=_up)
 
     demo = commands.add_parser("demo", help="feed a sample conversation and print its memories")
@@ -86,6 +92,8 @@ def _stop_on_sigterm() -> None:
     """SIGTERM stops `up`/`demo` like Ctrl-C, so child servers and workers are shut down too."""
 
     def interrupt(signum: int, frame: object) -> None:
+        # Once: a second SIGTERM must not cut the shutdown short (SIGKILL still does).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
@@ -93,14 +101,37 @@ def _stop_on_sigterm() -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from memstream.runtime import StageFailed, running_pipeline
+    from memstream.servers import JavaNotFound, KafkaJarsError
+    from memstream.servers.leftovers import AlreadyRunning, RunRecord
+    from memstream.servers.process import observe_children
     from memstream.supervisor import Supervisor
 
     _stop_on_sigterm()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
+    record = RunRecord(settings.data_dir)
     try:
-        with running_pipeline(settings, log_dir=settings.data_dir / "logs") as (_, infra, pipeline):
+        record.claim()  # stops what a killed `up` on this data directory left behind
+    except AlreadyRunning as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 1
+    try:
+        with (
+            observe_children(record),
+            running_pipeline(
+                settings, log_dir=settings.data_dir / "logs", ephemeral=args.ephemeral
+            ) as (_, infra, pipeline),
+        ):
+            record.describe(
+                log=infra.log,
+                log_path=None if infra.log_path is None else str(infra.log_path),
+                log_description=infra.describe_log(),
+                startup_seconds={server.name: server.startup_seconds for server in infra.servers},
+                bootstrap_servers=infra.bootstrap_servers,
+                mongodb_uri=infra.mongodb_uri,
+            )
+            print(f"log: {infra.describe_log()}")
             print("memstream is running. Point the SDK at it with:")
             print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
             print(f"  export MONGODB_URI={infra.mongodb_uri}")
@@ -109,9 +140,11 @@ def _up(args: argparse.Namespace) -> int:
                 Supervisor(pipeline).run()  # restarts crashed stages; raises when one keeps failing
             except KeyboardInterrupt:
                 print("\nstopping …", file=sys.stderr)
-    except StageFailed as exc:
+    except (StageFailed, JavaNotFound, KafkaJarsError) as exc:
         print(f"memstream: {exc}", file=sys.stderr)
         return 1
+    finally:
+        record.release()
     return 0
 
 
@@ -137,7 +170,10 @@ def _demo(args: argparse.Namespace) -> int:
         with (
             tempfile.TemporaryDirectory(prefix="memstream-demo-") as scratch,
             running_pipeline(
-                settings, log_dir=Path(scratch) / "logs", mongo_path=Path(scratch) / "mongo"
+                settings,
+                log_dir=Path(scratch) / "logs",
+                ephemeral=True,  # a throwaway run: Tansu in memory, the database in `scratch`
+                mongo_path=Path(scratch) / "mongo",
             ) as (settings, _, pipeline),
         ):
             print(

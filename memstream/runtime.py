@@ -1,7 +1,8 @@
 """The runtime: infrastructure (embedded or given) plus one worker process per pipeline stage.
 
-With `KAFKA_BOOTSTRAP_SERVERS` / `MONGODB_URI` unset, an embedded Tansu broker (memory storage)
-and an embedded SecantusDB server (data under `data_dir/mongo`) are started on loopback. The stage
+With `KAFKA_BOOTSTRAP_SERVERS` / `MONGODB_URI` unset, an embedded Apache Kafka broker (data under
+`data_dir/kafka`; Tansu in memory with `ephemeral`) and an embedded SecantusDB server (data under
+`data_dir/mongo`) are started on loopback. The stage
 workers are child processes of `python -m memstream worker --stage …`, each its own consumer
 group, told where everything is through their environment. `memstream.supervisor` restarts the
 ones that crash.
@@ -12,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
-import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -24,7 +24,18 @@ from types import TracebackType
 
 from events.memories import MEMORY_TYPES
 from memstream.config import Settings
-from memstream.servers import LoopbackServer, SecantusServer, TansuBroker
+from memstream.servers import (
+    ApacheKafkaBroker,
+    LoopbackServer,
+    SecantusServer,
+    TansuBroker,
+    default_kafka_libs_dir,
+    fetch_kafka_jars,
+    missing_jars,
+    require_java,
+)
+from memstream.servers.kafka_lock import KAFKA_VERSION
+from memstream.servers.process import ChildProcess
 from memstream.topics import ensure_topics
 from memstream.worker import READY_MARKER
 
@@ -37,6 +48,18 @@ TANSU_ENVIRONMENT = {
 }
 """What stage workers need on Tansu: exact end offsets for table recovery, quick group joins."""
 
+KAFKA_ENVIRONMENT = {"MEMSTREAM_SESSION_TIMEOUT": "6", "MEMSTREAM_HEARTBEAT_INTERVAL": "1"}
+"""Stage workers on Apache Kafka: a restarted worker's group rejoins within seconds (6 s is the
+broker's default minimum session timeout)."""
+
+DURABLE_KAFKA_PROPERTIES = {
+    # The log is the source of truth (replay rebuilds every read model from it): keep it.
+    "log.retention.ms": "-1",
+    # A group's committed offsets outlive an `up` stopped for months (default: 7 days).
+    "offsets.retention.minutes": str(60 * 24 * 365 * 10),
+}
+"""The embedded durable broker's settings on top of ApacheKafkaBroker's defaults."""
+
 
 @dataclass
 class Infrastructure:
@@ -46,33 +69,95 @@ class Infrastructure:
     mongodb_uri: str
     servers: list[LoopbackServer] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
+    log: str = "external"
+    """The log in use: `kafka` (durable, embedded), `tansu` (ephemeral, embedded), `external`."""
+    log_path: Path | None = None
+    """Where the embedded durable log keeps its data."""
+    database_path: Path | None = None
+    """Where the embedded database keeps its data (a throwaway folder with `ephemeral`)."""
+
+    def describe_log(self) -> str:
+        if self.log == "kafka":
+            return f"durable Apache Kafka at {self.log_path}"
+        if self.log == "tansu":
+            return "ephemeral Tansu (in memory: lost when memstream up stops)"
+        return f"external broker at {self.bootstrap_servers}"
 
 
 @contextmanager
 def infrastructure(
-    settings: Settings, *, mongo_path: Path | None = None
+    settings: Settings, *, ephemeral: bool = False, mongo_path: Path | None = None
 ) -> Iterator[Infrastructure]:
-    """Use the configured broker/database, starting embedded ones for what is not configured."""
+    """Use the configured broker/database, starting embedded ones for what is not configured.
+
+    The embedded log is Apache Kafka in KRaft mode with its data under `data_dir/kafka`; with
+    `ephemeral`, Tansu in memory, and the embedded database in a folder removed on exit (unless
+    `mongo_path` says where), so the log and the read model never disagree after a restart.
+    Stopped in reverse: the broker before the database (see docs/architecture.md, "Operations").
+    """
     with ExitStack() as stack:
         servers: list[LoopbackServer] = []
         environment: dict[str, str] = {}
-        bootstrap = settings.kafka.bootstrap_servers
-        if not bootstrap:
-            log.info("starting the embedded Kafka-protocol broker (tansu)")
-            broker = stack.enter_context(TansuBroker(settings.data_dir / "tansu"))
-            servers.append(broker)
-            bootstrap = broker.bootstrap_servers
-            environment.update(TANSU_ENVIRONMENT)
         uri = settings.mongodb.uri
+        database_path = None
         if not uri:
-            log.info("starting the embedded MongoDB-protocol server (SecantusDB)")
-            path = mongo_path or settings.data_dir / "mongo"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            database = stack.enter_context(SecantusServer(path))
+            if mongo_path is None and ephemeral:
+                scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="memstream-"))
+                mongo_path = Path(scratch) / "mongo"
+            database_path = mongo_path or settings.data_dir / "mongo"
+            print("starting the embedded database (SecantusDB) …", file=sys.stderr, flush=True)
+            database_path.parent.mkdir(parents=True, exist_ok=True)
+            database = stack.enter_context(SecantusServer(database_path))
             servers.append(database)
             uri = database.uri
+        bootstrap = settings.kafka.bootstrap_servers
+        log_kind, log_path = "external", None
+        if not bootstrap:
+            broker: TansuBroker | ApacheKafkaBroker
+            if ephemeral:
+                print(
+                    "starting the ephemeral log (Tansu, in memory) …", file=sys.stderr, flush=True
+                )
+                broker = stack.enter_context(TansuBroker(settings.data_dir / "tansu"))
+                environment.update(TANSU_ENVIRONMENT)
+                log_kind = "tansu"
+            else:
+                broker = stack.enter_context(durable_broker(settings.data_dir / "kafka"))
+                environment.update(KAFKA_ENVIRONMENT)
+                log_kind, log_path = "kafka", broker.data_dir
+            servers.append(broker)
+            bootstrap = broker.bootstrap_servers
         environment.update({"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "MONGODB_URI": uri})
-        yield Infrastructure(bootstrap, uri, servers, environment)
+        yield Infrastructure(
+            bootstrap, uri, servers, environment, log_kind, log_path, database_path
+        )
+
+
+def durable_broker(workdir: Path) -> ApacheKafkaBroker:
+    """The embedded durable log: Apache Kafka with its jars (fetched once) and a Java 17+."""
+    libs = default_kafka_libs_dir()
+    missing = missing_jars(libs)
+    if missing:
+        size = sum(jar.size for jar in missing) / 1e6
+        print(
+            f"fetching Apache Kafka {KAFKA_VERSION} ({len(missing)} jars, {size:.0f} MB) from "
+            f"Maven Central into {libs} (once) …",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.monotonic()
+        fetch_kafka_jars(libs)
+        print(f"  fetched in {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+    java = require_java()
+    print(
+        f"starting the durable log (Apache Kafka {KAFKA_VERSION} on Java {java.major} from "
+        f"{java.source}), data in {workdir / 'data'} …",
+        file=sys.stderr,
+        flush=True,
+    )
+    return ApacheKafkaBroker(
+        workdir, libs_dir=libs, java=java.java, properties=DURABLE_KAFKA_PROPERTIES
+    )
 
 
 def configured(settings: Settings, environment: Mapping[str, str]) -> Settings:
@@ -88,7 +173,11 @@ def prepare_topics(settings: Settings) -> dict[str, int]:
 
 
 class StageProcess:
-    """One stage worker as a child process, with its output in a log file."""
+    """One stage worker as a child process, with its output in a log file.
+
+    A :class:`~memstream.servers.process.ChildProcess` in `up`'s own session (a terminal's Ctrl-C
+    reaches the workers too) that dies with `up` on Linux.
+    """
 
     def __init__(
         self,
@@ -105,62 +194,52 @@ class StageProcess:
             else [sys.executable, "-m", "memstream", "worker", "--stage", stage]
         )
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"worker-{stage.replace(':', '-')}.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_offset = 0
+        self._child = ChildProcess(
+            f"worker {stage}",
+            log_dir / f"worker-{stage.replace(':', '-')}.log",
+            stop_timeout=15.0,
+            new_session=False,
+        )
+
+    @property
+    def log_path(self) -> Path:
+        return self._child.log_path
 
     def start(self) -> StageProcess:
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with self.log_path.open("ab") as output:
-            self._proc = subprocess.Popen(
-                self.command,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.environment},
-            )
+        self._child.start(self.command, env={**os.environ, **self.environment})
         return self
 
     @property
+    def pid(self) -> int | None:
+        return self._child.pid
+
+    @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
 
     @property
     def returncode(self) -> int | None:
         """The exit status once the worker exited (negative: the signal that ended it)."""
-        return self._proc.poll() if self._proc is not None else None
+        return self._child.returncode
 
     def is_ready(self) -> bool:
         """The worker printed its ready marker (first partition assignment done)."""
-        with self.log_path.open("rb") as output:
-            output.seek(self._log_offset)
-            return f"{READY_MARKER} {self.stage}".encode() in output.read()
+        return f"{READY_MARKER} {self.stage}".encode() in self._child.output()
 
     def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return self._child.log_tail(lines)
 
     def terminate(self) -> None:
         """Ask the worker to shut down (SIGTERM) without waiting."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
+        self._child.terminate()
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM, wait for a clean shutdown, SIGKILL after `timeout` seconds."""
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        self._proc.send_signal(signal.SIGTERM)
-        try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("worker %s did not stop in %.0fs; killing it", self.stage, timeout)
-            self.kill()
+        self._child.stop(timeout)
 
     def kill(self) -> None:
         """SIGKILL: the crash a worker must survive without losing or duplicating anything."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
+        self._child.kill()
 
 
 class StageFailed(RuntimeError):
@@ -242,7 +321,7 @@ def pipeline_stages(settings: Settings) -> list[str]:
 
 @contextmanager
 def running_pipeline(
-    settings: Settings, *, log_dir: Path, mongo_path: Path | None = None
+    settings: Settings, *, log_dir: Path, ephemeral: bool = False, mongo_path: Path | None = None
 ) -> Iterator[tuple[Settings, Infrastructure, Pipeline]]:
     """Infrastructure, the LLM (local if none is configured), topics and every stage worker.
 
@@ -253,7 +332,7 @@ def running_pipeline(
 
     with (
         local_llm_environment(settings, log_dir) as llm_environment,
-        infrastructure(settings, mongo_path=mongo_path) as infra,
+        infrastructure(settings, ephemeral=ephemeral, mongo_path=mongo_path) as infra,
     ):
         environment = {**infra.environment, **llm_environment}
         settings = configured(settings, environment)

@@ -1,9 +1,10 @@
 """`memstream status`: is the pipeline healthy, and how far behind is it?
 
-Reports the broker and the database (reachable or not), the enabled memory types, each stage's
-consumer lag (end offsets minus the group's committed offsets, per input topic), sessions with
-turns not promoted yet, snapshots waiting for each enabled type, dead letters by stage and
-reason, and whether the LLM and the embedder are ready. The verdict (`health`):
+Reports which log is in use (the durable embedded Kafka and its folder, the ephemeral Tansu, or a
+broker of your own), the broker and the database (reachable or not), the enabled memory types,
+each stage's consumer lag (end offsets minus the group's committed offsets, per input topic),
+sessions with turns not promoted yet, snapshots waiting for each enabled type, dead letters by
+stage and reason, and whether the LLM and the embedder are ready. The verdict (`health`):
 
 * `healthy` (exit 0): everything reachable and ready;
 * `degraded` (exit 1): reachable, but an LLM or embedder is missing or dead letters exist;
@@ -36,6 +37,7 @@ def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
     """The pipeline's status as a JSON-able document (see the module doc)."""
     report: dict[str, Any] = {
         "enabled_types": list(settings.memory.extraction.enabled),
+        "log": _log_in_use(settings),
         "broker": {"reachable": False},
         "database": {"reachable": False},
     }
@@ -55,6 +57,19 @@ def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
     report["models"] = _models(settings, timeout)
     report["health"] = _health(report)
     return report
+
+
+def _log_in_use(settings: Settings) -> str:
+    """Which log the pipeline writes to, as `memstream up` on this data directory recorded it."""
+    from memstream.servers.leftovers import read_run_record
+
+    record = read_run_record(settings.data_dir)
+    bootstrap = settings.kafka.bootstrap_servers
+    if record is not None and bootstrap in (None, record.get("bootstrap_servers")):
+        return str(record.get("log_description", record.get("log")))
+    if bootstrap:
+        return f"broker at {bootstrap}"
+    return f"none (no memstream up running on {settings.data_dir})"
 
 
 async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
@@ -167,7 +182,7 @@ def _health(report: dict[str, Any]) -> str:
 
 def format_status(report: dict[str, Any]) -> str:
     """The report for a terminal."""
-    lines = [f"health: {report['health']}"]
+    lines = [f"health: {report['health']}", f"log: {report['log']}"]
     for part in ("broker", "database"):
         state = (
             "reachable"

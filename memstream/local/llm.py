@@ -15,7 +15,6 @@ child process on 127.0.0.1, an OpenAI-compatible endpoint that accepts
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import importlib.resources
 import importlib.util
@@ -23,10 +22,8 @@ import json
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -49,7 +46,6 @@ CACHE_ENV = "MEMSTREAM_MODEL_CACHE"
 """Where assembled model files are kept (default ``~/.cache/memstream/models``)."""
 
 _CHUNK = 8 * 1024 * 1024
-_PR_SET_PDEATHSIG = 1
 _MARKER_SUFFIX = ".verified.json"
 
 
@@ -313,28 +309,6 @@ def llama_cpp_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """On Linux, a hook that makes the child get SIGTERM when this process dies, so a killed
-    parent never leaves a server holding 1-2 GB and both cores. Only from the main thread: the
-    signal follows the thread that started the child, and other threads may end earlier."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not (
-        threading.main_thread()
-    ):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
-
-
 def _default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -451,9 +425,6 @@ class LocalLLMServer(LoopbackServer):
 
     def _env(self) -> Mapping[str, str]:
         return {**os.environ, "HF_HUB_OFFLINE": "1", **self._extra_env}
-
-    def _preexec_fn(self) -> Callable[[], None] | None:
-        return _die_with_parent_hook()
 
     def _is_ready(self) -> bool:
         try:

@@ -143,8 +143,8 @@ def test_brokers_advertise_their_own_port_unless_told(tmp_path: Path) -> None:
 
 kafka_needed = pytest.mark.skipif(
     not ApacheKafkaBroker.available(),
-    reason="no Apache Kafka jars in tools/kafka/libs: run tools/kafka/fetch.sh "
-    "(needs Maven and Java 17) or set MEMSTREAM_KAFKA_LIBS",
+    reason="no Apache Kafka jars in the cache: run tools/kafka/fetch.sh "
+    "or set MEMSTREAM_KAFKA_LIBS",
 )
 
 

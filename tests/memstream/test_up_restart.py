@@ -1,9 +1,16 @@
-"""`memstream up` stopped and started again on the same data directory, the session id reused:
-nothing overwritten or dropped (the embedded broker's log is memory-only, the database is not)."""
+"""`memstream up` stopped and started again on the same data directory.
+
+The durable default (Apache Kafka under `data_dir/kafka`): turns recorded but not promoted when
+`up` is stopped by Ctrl-C, SIGTERM or SIGKILL are still in the log after the restart and reach
+one snapshot and their memory; a SIGKILLed `up` leaves no process behind that would block the
+next one. `--ephemeral` (Tansu in memory, the database in a throwaway folder): each life starts
+empty, so the log and the read model never disagree.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -12,15 +19,18 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from events.codec import decode
 from memstream.client import MemoryClient
 from memstream.config import load_settings
+from memstream.servers.leftovers import RECORD_FILE, _alive
 from memstream.sync_client import SyncMemoryClient
-from tests.support.pipeline import eventually
+from tests.support.pipeline import eventually, read_topic
 from tests.support.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.integration
@@ -42,9 +52,23 @@ def fact(statement: str, field: str) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Up:
+    process: subprocess.Popen[bytes]
+    environment: dict[str, str]
+    output: list[str]
+
+
 @contextmanager
-def memstream_up(data_dir: Path, llm: ScriptedLLM, log: Path) -> Iterator[dict[str, str]]:
-    """Run `memstream up` until the block ends (SIGTERM); yields the environment it printed."""
+def memstream_up(
+    data_dir: Path,
+    llm: ScriptedLLM,
+    log: Path,
+    *,
+    ephemeral: bool = False,
+    stop: signal.Signals = signal.SIGTERM,
+) -> Iterator[Up]:
+    """Run `memstream up` until the block ends, then send it `stop` and wait for its exit."""
     config = data_dir.parent / "empty-config.yaml"
     config.write_text("# defaults and the environment\n")
     environment = {
@@ -57,39 +81,48 @@ def memstream_up(data_dir: Path, llm: ScriptedLLM, log: Path) -> Iterator[dict[s
         "MEMSTREAM_EMBEDDING_PROVIDER": "openai",
         "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
         "MEMSTREAM_MAX_MESSAGES": "10",
-        "MEMSTREAM_ENABLED_EXTRACTIONS": "semantic",  # what restarts do to ids, not the types
+        "MEMSTREAM_ENABLED_EXTRACTIONS": "semantic",  # what restarts do to the log, not the types
         "MEMSTREAM_IDLE_CHECK_INTERVAL": "0.5",
     }
     for variable in ("KAFKA_BOOTSTRAP_SERVERS", "MONGODB_URI", "MONGODB_DATABASE"):
         environment.pop(variable, None)
+    command = [sys.executable, "-m", "memstream", "up", *(["--ephemeral"] if ephemeral else [])]
     with log.open("ab") as output:
-        up = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "up"],
-            stdout=subprocess.PIPE,
-            stderr=output,
-            env=environment,
-        )
+        up = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=output, env=environment)
     printed: dict[str, str] = {}
+    lines: list[str] = []
     try:
         assert up.stdout is not None
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 300
         while "MONGODB_URI" not in printed or "KAFKA_BOOTSTRAP_SERVERS" not in printed:
             line = up.stdout.readline().decode()
             if not line and up.poll() is not None:
                 raise AssertionError(f"memstream up exited:\n{log.read_text()[-3000:]}")
+            lines.append(line)
             if match := EXPORT.search(line):
                 printed[match[1]] = match[2]
             assert time.monotonic() < deadline, "memstream up did not start in time"
-        yield {**environment, **printed}
+        yield Up(up, {**environment, **printed}, lines)
     finally:
-        up.send_signal(signal.SIGTERM)
+        if up.poll() is None:
+            up.send_signal(stop)
         up.wait(120)
 
 
-def record_and_flush(environment: dict[str, str], content: str) -> None:
+def record(environment: dict[str, str], content: str, *, flush: bool) -> list[str]:
+    async def send() -> list[str]:
+        async with MemoryClient(load_settings(environ=environment)) as client:
+            turns = await client.record("tim", "chat-1", [{"role": "user", "content": content}])
+            if flush:
+                await client.flush("tim", "chat-1")
+            return [turn.event_id for turn in turns]
+
+    return asyncio.run(send())
+
+
+def flush(environment: dict[str, str]) -> None:
     async def send() -> None:
         async with MemoryClient(load_settings(environ=environment)) as client:
-            await client.record("tim", "chat-1", [{"role": "user", "content": content}])
             await client.flush("tim", "chat-1")
 
     asyncio.run(send())
@@ -107,41 +140,95 @@ def read(environment: dict[str, str]) -> tuple[list[Any], list[Any], Any]:
         client.close()
 
 
-def test_a_restarted_up_with_a_reused_session_id_keeps_every_snapshot_and_memory(
-    tmp_path: Path,
+def turn_ids_in_log(environment: dict[str, str]) -> set[str]:
+    settings = load_settings(environ=environment)
+    assert settings.kafka.bootstrap_servers
+    records = asyncio.run(
+        read_topic(
+            settings.kafka.bootstrap_servers, settings.kafka.topics.turns, settings.kafka.partitions
+        )
+    )
+    return {decode(r.value).event_id for r in records if r.value is not None}
+
+
+def children_of(data_dir: Path) -> dict[int, int | None]:
+    record = json.loads((data_dir / RECORD_FILE).read_text())
+    return {int(pid): child["ticks"] for pid, child in record["children"].items()}
+
+
+STOPS = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_turns_recorded_before_up_is_stopped_reach_one_snapshot_after_the_restart(
+    tmp_path: Path, stop: str
 ) -> None:
+    data_dir = tmp_path / "data"
+    with ScriptedLLM() as llm:
+        llm.on("Lisbon", fact("The user lives in Lisbon.", "location"))
+
+        with memstream_up(data_dir, llm, tmp_path / "up-1.log", stop=STOPS[stop]) as first:
+            assert any("durable Apache Kafka at" in line for line in first.output)
+            recorded = record(first.environment, "I live in Lisbon.", flush=False)
+            recorded += record(first.environment, "I cycle to work.", flush=False)
+            children = children_of(data_dir)
+            assert len(children) >= 3  # the database, the broker, the stage workers
+        assert not first.process.returncode or stop == "sigkill"
+
+        if stop == "sigkill":  # nothing of the first life may hold a port or a folder
+            eventually(
+                lambda: [pid for pid, ticks in children.items() if _alive(pid, ticks)],
+                lambda alive: not alive,
+                timeout=60,
+                what="the killed up's children to die with it",
+            )
+
+        with memstream_up(data_dir, llm, tmp_path / "up-2.log") as second:
+            assert set(recorded) <= turn_ids_in_log(second.environment), "the log lost turns"
+            flush(second.environment)
+            snapshots, memories, _ = eventually(
+                lambda: read(second.environment),
+                lambda state: len(state[0]) == 1 and len(state[1]) == 1,
+                timeout=180,
+                what="one snapshot of both turns and its memory",
+            )
+
+    [snapshot] = snapshots
+    assert snapshot["turn_ids"] == recorded
+    assert snapshot["turn_count"] == 2
+    assert [m["text"] for m in memories] == ["The user lives in Lisbon."]
+    assert not (data_dir / RECORD_FILE).exists()  # the second up stopped cleanly
+
+
+def test_an_ephemeral_up_starts_each_life_empty_and_never_repeats_an_id(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with ScriptedLLM() as llm:
         llm.on("Lisbon", fact("The user lives in Lisbon.", "location"), scope="last_user")
         llm.on("Stripe", fact("The user works at Stripe.", "employer"), scope="last_user")
 
-        with memstream_up(data_dir, llm, tmp_path / "up-1.log") as environment:
-            record_and_flush(environment, "I live in Lisbon.")
-            eventually(
-                lambda: read(environment)[1],
-                lambda m: len(m) == 1,
+        with memstream_up(data_dir, llm, tmp_path / "up-1.log", ephemeral=True) as first:
+            assert any("ephemeral Tansu" in line for line in first.output)
+            record(first.environment, "I live in Lisbon.", flush=True)
+            snapshots, memories, _ = eventually(
+                lambda: read(first.environment),
+                lambda state: len(state[1]) == 1,
                 timeout=120,
                 what="the first life's memory",
             )
+            first_snapshot = snapshots[0]["_id"]
 
-        with memstream_up(data_dir, llm, tmp_path / "up-2.log") as environment:
-            record_and_flush(environment, "I work at Stripe.")  # the same session id again
+        with memstream_up(data_dir, llm, tmp_path / "up-2.log", ephemeral=True) as second:
+            assert read(second.environment)[1] == []  # the database went with the log
+            record(second.environment, "I work at Stripe.", flush=True)  # the same session id
             snapshots, memories, profile = eventually(
-                lambda: read(environment),
-                lambda state: len(state[1]) == 2,
+                lambda: read(second.environment),
+                lambda state: len(state[1]) == 1,
                 timeout=120,
-                what="the second life's memory beside the first",
+                what="the second life's memory",
             )
 
-    assert [s["seq"] for s in snapshots] == [0, 0]  # the log restarted, the ids did not repeat
-    assert len({s["_id"] for s in snapshots}) == 2
-    assert all(s["turn_count"] == 1 and s["raw_history"] for s in snapshots)
-    assert sorted(m["text"] for m in memories) == [
-        "The user lives in Lisbon.",
-        "The user works at Stripe.",
-    ]
-    assert profile is not None
-    by_id = {m["memory_id"]: m["text"] for m in memories}
-    for field in ("location", "employer"):
-        entry = profile["fields"][field]
-        assert by_id[entry["memory_id"]] == entry["value"], f"profile {field} has no memory"
+    assert [s["seq"] for s in snapshots] == [0]
+    assert snapshots[0]["_id"] != first_snapshot  # a restarted log, ids from the turns
+    assert [m["text"] for m in memories] == ["The user works at Stripe."]
+    assert profile is not None and profile["fields"]["employer"]["value"] == memories[0]["text"]
+    assert not (data_dir / "mongo").exists()  # nothing of the database stayed behind
