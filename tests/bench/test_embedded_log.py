@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import embedded_log
-from bench.embedded_log import BASELINE, ratios, records, summary, tree_rss_mb
+from bench.embedded_log import BASELINE, ratios, summary
+from bench.log_workload import RECORD_BYTES, records, tree_rss_mb
 
 REPORT = Path(embedded_log.__file__).with_name("embedded_log-2026-11-30.json")
 
@@ -30,7 +31,7 @@ def a_round(**figures: Any) -> dict[str, Any]:
 
 def test_records_are_200_bytes_of_json_with_their_index() -> None:
     made = records(250)
-    assert {len(value) for _, value in made} == {embedded_log.RECORD_BYTES}
+    assert {len(value) for _, value in made} == {RECORD_BYTES}
     assert [json.loads(value)["i"] for _, value in made] == list(range(250))
     assert len({key for key, _ in made}) == 100
 
