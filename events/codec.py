@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
@@ -26,7 +26,8 @@ AnyEvent = Annotated[
     | MemoryReinforced
     | MemorySaveRequested
     | MemorySaved
-    | InputDeadLettered,
+    | InputDeadLettered
+    | DeadLetterRedriven,
     Field(discriminator="event_type"),
 ]
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -41,6 +42,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MemorySaveRequested,
     MemorySaved,
     InputDeadLettered,
+    DeadLetterRedriven,
 )
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
