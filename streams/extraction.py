@@ -169,7 +169,14 @@ def create_extraction_app(
         what = f"{stage} of snapshot {snapshot.event_id}"
         try:
             outcome = await through_outages(
-                partial(extract, extractor, snapshot, models.llm, attempts=settings.llm_attempts),
+                partial(
+                    extract,
+                    extractor,
+                    snapshot,
+                    models.llm,
+                    attempts=settings.llm_attempts,
+                    limits=settings.extraction_limits,
+                ),
                 what,
             )
             vectors = await embedded([m.text for m in outcome.memories], what)

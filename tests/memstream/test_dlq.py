@@ -39,7 +39,12 @@ def test_dead_letters_are_listed_shown_and_redriven_after_a_fix(
     )
     pipeline.record("fay", "s", [{"role": "user", "content": "I work at Stripe."}])
     pipeline.flush("fay", "s")
-    found = eventually(lambda: letters(pipeline.db), lambda d: len(d) == 2, what="two letters")
+    found = eventually(
+        lambda: letters(pipeline.db),
+        lambda d: {x["stage"] for x in d} == {"window", "extract-semantic"},
+        what="the poison turn's and the garbage answer's letters",
+    )
+    assert len(found) == 2, found
     by_stage = {document["stage"]: document for document in found}
     garbage, poison = by_stage["extract-semantic"], by_stage["window"]
     assert "invalid LLM output" in garbage["reason"] and "not JSON" in poison["reason"]
