@@ -70,8 +70,14 @@ def encode(event: AnyEvent) -> bytes:
 
 
 def decode(data: bytes | str) -> AnyEvent:
-    """Parse and validate JSON bytes into the event they describe, upcasting old versions."""
-    size = len(data) if isinstance(data, bytes) else len(data.encode())
+    """Parse and validate JSON bytes (or text) into the event they describe, upcasting old
+    versions. Anything that is not a valid event raises `EventDecodeError`, nothing else."""
+    if isinstance(data, str):
+        try:
+            data = data.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 record can hold it
+            raise EventDecodeError(f"not UTF-8 text: {exc}") from exc
+    size = len(data)
     if size > MAX_EVENT_BYTES:
         raise EventDecodeError(f"event is {size} bytes, more than {MAX_EVENT_BYTES}")
     try:
