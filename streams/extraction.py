@@ -140,7 +140,12 @@ def create_extraction_app(
         async def ask(new: NewMemory, options: Sequence[Option]) -> Answer | None:
             answer, given = await through_outages(
                 partial(
-                    reconcile_prompt.ask, models.llm, new, options, attempts=settings.llm_attempts
+                    reconcile_prompt.ask,
+                    models.llm,
+                    new,
+                    options,
+                    attempts=settings.llm_attempts,
+                    max_answer_bytes=settings.extraction_limits.max_answer_bytes,
                 ),
                 f"{what}: asking about an ambiguous memory",
             )
