@@ -43,7 +43,7 @@ def project_extraction(db: Writes, result: SnapshotExtracted) -> bool:
     slot = f"extractions.{result.memory_type}"
     # An operator's redrive may replace a failed result (docs/architecture.md, "Dead letters").
     take = db.replace_failed if result.redrive_id else db.claim
-    if not take(SNAPSHOTS, result.snapshot_id, slot, record, _fingerprint(result)):
+    if not take(SNAPSHOTS, result.snapshot_id, slot, record, result_fingerprint(result)):
         log.warning(
             "ignored a later %s result for snapshot %s: the first one stands",
             result.memory_type,
@@ -68,7 +68,7 @@ def project_save(db: Writes, result: MemorySaved) -> bool:
         "usage": result.usage.model_dump(),
         "at": result.occurred_at,
     }
-    if not db.claim(SAVES, result.event_id, "", record, _fingerprint(result)):
+    if not db.claim(SAVES, result.event_id, "", record, result_fingerprint(result)):
         log.warning("ignored a later result for save %s: the first one stands", result.save_id)
         return False
     for decision in result.decisions:
@@ -76,7 +76,8 @@ def project_save(db: Writes, result: MemorySaved) -> bool:
     return True
 
 
-def _fingerprint(result: SnapshotExtracted | MemorySaved) -> str:
+def result_fingerprint(result: SnapshotExtracted | MemorySaved) -> str:
+    """What a result record's claim holds: the fingerprint of its content."""
     # Without a redrive the fingerprint is the one records written before redrives had.
     unset = {"redrive_id"} if getattr(result, "redrive_id", None) is None else set()
     return fingerprint_of(result.model_dump(exclude=unset))
