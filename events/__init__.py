@@ -1,7 +1,7 @@
 """Immutable event models, the codec and topic names. Imports neither faust nor pymongo."""
 
 from events.codec import AnyEvent, EventDecodeError, EventTooLarge, decode, encode
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import (
     ASSISTANT_SUBJECT,
     MEMORY_TYPES,
@@ -41,6 +41,7 @@ __all__ = [
     "ROLES",
     "USER_SUBJECT",
     "AnyEvent",
+    "DeadLetterRedriven",
     "EventDecodeError",
     "EventTooLarge",
     "Evidence",

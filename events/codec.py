@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
@@ -26,7 +26,8 @@ AnyEvent = Annotated[
     | MemoryReinforced
     | MemorySaveRequested
     | MemorySaved
-    | InputDeadLettered,
+    | InputDeadLettered
+    | DeadLetterRedriven,
     Field(discriminator="event_type"),
 ]
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -41,6 +42,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MemorySaveRequested,
     MemorySaved,
     InputDeadLettered,
+    DeadLetterRedriven,
 )
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
@@ -68,8 +70,14 @@ def encode(event: AnyEvent) -> bytes:
 
 
 def decode(data: bytes | str) -> AnyEvent:
-    """Parse and validate JSON bytes into the event they describe, upcasting old versions."""
-    size = len(data) if isinstance(data, bytes) else len(data.encode())
+    """Parse and validate JSON bytes (or text) into the event they describe, upcasting old
+    versions. Anything that is not a valid event raises `EventDecodeError`, nothing else."""
+    if isinstance(data, str):
+        try:
+            data = data.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 record can hold it
+            raise EventDecodeError(f"not UTF-8 text: {exc}") from exc
+    size = len(data)
     if size > MAX_EVENT_BYTES:
         raise EventDecodeError(f"event is {size} bytes, more than {MAX_EVENT_BYTES}")
     try:

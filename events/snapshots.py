@@ -101,6 +101,9 @@ class SnapshotExtracted(Event):
     failure: str | None = Field(default=None, max_length=4_000)
     usage: LLMUsage = LLMUsage()
     """The LLM calls and tokens of the extraction and of its reconciliation."""
+    redrive_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """Set when this extraction answers an operator's redrive of a dead-lettered snapshot: it
+    may then replace a failed result (docs/architecture.md, "Dead letters")."""
 
     @model_validator(mode="before")
     @classmethod

@@ -20,6 +20,10 @@ Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[Role, ...] = get_args(Role)
 MAX_CONTENT_CHARS = 32_000
 """The longest content one turn may carry (characters)."""
+MAX_NAME_CHARS = 100
+"""The longest speaker name (characters)."""
+MAX_TOOL_NAME_CHARS = 200
+"""The longest tool name (characters)."""
 FORBIDDEN_NAME_CHARS = "[]:"
 """A name is rendered as ``[John]:``, so it may not contain these (nor line breaks)."""
 NAME_PATTERN = rf"^[^{re.escape(FORBIDDEN_NAME_CHARS)}\n\r]+$"
@@ -36,6 +40,8 @@ def speaker_name_problem(name: str) -> str | None:
     """
     if not name.strip():
         return "name is empty"
+    if len(name) > MAX_NAME_CHARS:
+        return f"name is {len(name)} characters, over the limit of {MAX_NAME_CHARS}"
     if any(char in FORBIDDEN_NAME_CHARS for char in name):
         return f"name {name!r} contains one of '[', ']' or ':'"
     if not name.isprintable():
@@ -73,8 +79,10 @@ class TurnRecorded(Event):
     session_id: Identifier
     agent_id: Identifier | None = None
     role: Role
-    name: str | None = Field(default=None, min_length=1, max_length=100, pattern=NAME_PATTERN)
-    tool_name: str | None = Field(default=None, max_length=200)
+    name: str | None = Field(
+        default=None, min_length=1, max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN
+    )
+    tool_name: str | None = Field(default=None, max_length=MAX_TOOL_NAME_CHARS)
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     recorded_at: UtcDatetime
     principal: Principal | None = None

@@ -26,7 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.turns import MAX_CONTENT_CHARS, ROLES, Role, speaker_name_problem
+from events.turns import (
+    MAX_CONTENT_CHARS,
+    MAX_TOOL_NAME_CHARS,
+    ROLES,
+    Role,
+    speaker_name_problem,
+)
 
 
 class InvalidMessageError(ValueError):
@@ -91,6 +97,7 @@ def normalize_messages(
     for index, raw in enumerate(messages):
         for message in _normalize_one(index, raw, tool_names):
             _check_length(index, message, max_content_chars)
+            _check_encodable(index, message)
             normalised.append(message)
     return normalised
 
@@ -112,6 +119,7 @@ def _normalize_one(index: int, raw: object, tool_names: dict[str, str]) -> list[
         return extracted.tool_results
     if role == "tool":
         tool_name = name.strip() if name and name.strip() else _tool_name_by_id(raw, tool_names)
+        _check_tool_name(index, tool_name)
         own = ChatMessage(role="tool", content=text, tool_name=tool_name)
     else:
         own = ChatMessage(role=role, content=text, name=speaker)
@@ -200,10 +208,13 @@ def _tool_call_text(tool: str, arguments: str) -> str:
     return f"called tool {tool} with {arguments or '{}'}"
 
 
-def _arguments_text(arguments: object) -> str:
+def _arguments_text(index: int, arguments: object) -> str:
     if isinstance(arguments, str):
         return arguments.strip()
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    try:
+        return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:  # not JSON-able, or keys of mixed types
+        raise InvalidMessageError(index, f"tool call arguments are not JSON ({exc})") from exc
 
 
 def _tool_use_text(
@@ -213,7 +224,7 @@ def _tool_use_text(
     if not isinstance(tool, str) or not tool.strip():
         raise InvalidMessageError(index, f"tool_use block {position} has no tool 'name'")
     _remember_tool(block.get("id"), tool, tool_names)
-    return _tool_call_text(tool, _arguments_text(block.get("input", {})))
+    return _tool_call_text(tool, _arguments_text(index, block.get("input", {})))
 
 
 def _tool_result_message(
@@ -235,6 +246,7 @@ def _tool_result_message(
         text = f"error: {text}"
     tool_use_id = block.get("tool_use_id")
     tool_name = tool_names.get(tool_use_id) if isinstance(tool_use_id, str) else None
+    _check_tool_name(index, tool_name)
     return ChatMessage(role="tool", content=text, tool_name=tool_name)
 
 
@@ -253,7 +265,8 @@ def _extract_tool_calls(
         if not isinstance(function, Mapping) or not isinstance(tool, str) or not tool.strip():
             raise InvalidMessageError(index, f"tool_calls[{position}] has no function name")
         _remember_tool(call.get("id"), tool, tool_names)
-        extracted.texts.append(_tool_call_text(tool, _arguments_text(function.get("arguments"))))
+        arguments = _arguments_text(index, function.get("arguments"))
+        extracted.texts.append(_tool_call_text(tool, arguments))
 
 
 def _remember_tool(call_id: object, tool: str, tool_names: dict[str, str]) -> None:
@@ -280,3 +293,21 @@ def _check_length(index: int, message: ChatMessage, max_content_chars: int) -> N
             index,
             f"content is {len(message.content)} characters, over the limit of {max_content_chars}",
         )
+
+
+def _check_tool_name(index: int, tool_name: str | None) -> None:
+    if tool_name is not None and len(tool_name) > MAX_TOOL_NAME_CHARS:
+        raise InvalidMessageError(
+            index,
+            f"tool name is {len(tool_name)} characters, over the limit of {MAX_TOOL_NAME_CHARS}",
+        )
+
+
+def _check_encodable(index: int, message: ChatMessage) -> None:
+    """Refuse text no UTF-8 record can carry (a lone surrogate, e.g. from a cut emoji)."""
+    texts = (("content", message.content), ("name", message.name), ("tool", message.tool_name))
+    for what, text in texts:
+        try:
+            (text or "").encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidMessageError(index, f"{what} is not valid Unicode text ({exc})") from exc

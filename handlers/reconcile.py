@@ -53,6 +53,8 @@ class KnownMemory(BaseModel):
 
     memory_id: str
     version: int
+    user_id: str | None = None
+    """Whose memory it is (None in state stored before the field existed)."""
     agent_id: str | None = None
     content: MemoryContent
     embedding: tuple[float, ...]
@@ -172,8 +174,11 @@ async def reconcile(
     thresholds: Thresholds,
     ask: Ask,
 ) -> Reconciliation:
-    """Decide, in order, what each new memory means for the known ones of its scope and type."""
-    scope = {memory.memory_id: memory for memory in known}
+    """Decide, in order, what each new memory means for the known ones of its scope and type.
+
+    Only known memories of the source's user and agent are ever candidates, whatever the caller
+    passes in `known` (docs/architecture.md, "Identity")."""
+    scope = {memory.memory_id: memory for memory in known if in_scope(memory, source)}
     events: list[MemoryEvent] = []
     notes: list[str] = []
     asked = 0
@@ -207,6 +212,11 @@ async def reconcile(
         similarity = f" ({target.similarity:.3f})" if target else ""
         notes.append(f"{action} {event.memory_id}{similarity}: {reason}")
     return Reconciliation(tuple(events), tuple(scope.values()), tuple(notes), asked)
+
+
+def in_scope(memory: KnownMemory, source: Source) -> bool:
+    """Whether `memory` belongs to the scope of `source`: the same user and the same agent."""
+    return memory.agent_id == source.agent_id and memory.user_id in (None, source.user_id)
 
 
 def _settled(band: Sequence[Option], answer: Answer | None) -> tuple[Action, Option | None, str]:
@@ -305,6 +315,7 @@ def _known_from(event: MemoryAdded | MemoryUpdated, version: int) -> KnownMemory
     return KnownMemory(
         memory_id=event.memory_id,
         version=version,
+        user_id=event.user_id,
         agent_id=event.agent_id,
         content=event.content,
         embedding=event.embedding,

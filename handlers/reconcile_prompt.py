@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, InvalidExtraction
 from handlers.extraction.json_answer import load_object
 from handlers.ports import ChatAnswer, ChatModel
 from handlers.reconcile import Answer, NewMemory, Option
@@ -139,9 +139,15 @@ def parse(text: str, options: Sequence[Option]) -> Answer:
 
 
 async def ask(
-    llm: ChatModel, new: NewMemory, options: Sequence[Option], *, attempts: int
+    llm: ChatModel,
+    new: NewMemory,
+    options: Sequence[Option],
+    *,
+    attempts: int,
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> tuple[Answer | None, list[ChatAnswer]]:
     """Ask up to `attempts` times (each retry told what was wrong); None if no answer held.
+    An answer over `max_answer_bytes` is not parsed: it is invalid like any other.
 
     Transport errors propagate: the caller waits an unreachable LLM out."""
     messages = prompt(new, options)
@@ -150,6 +156,11 @@ async def ask(
         answer = await llm.complete_json(messages)
         answers.append(answer)
         try:
+            size = len(answer.text.encode())
+            if size > max_answer_bytes:
+                raise InvalidExtraction(
+                    f"the answer is {size} bytes, more than the limit of {max_answer_bytes}"
+                )
             return parse(answer.text, options), answers
         except InvalidExtraction as exc:
             log.info("reconcile answer refused: %s", exc)

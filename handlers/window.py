@@ -34,7 +34,7 @@ from events.base import UtcDatetime, at_stored_precision
 from events.codec import MAX_EVENT_BYTES
 from events.memories import derived_id
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
-from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
+from events.turns import MAX_CONTENT_CHARS, SessionFlushRequested, SessionIdled, TurnRecorded
 
 RECENT_TURNS_REMEMBERED = 64
 """How many of a session's latest turn ids the window remembers to recognise a re-sent turn.
@@ -96,6 +96,7 @@ class WindowPolicy:
     max_messages: int
     idle_timeout: timedelta
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+    max_turn_chars: int = MAX_CONTENT_CHARS
 
     def __post_init__(self) -> None:
         limit = MAX_EVENT_BYTES - SNAPSHOT_ENVELOPE_BYTES
@@ -145,8 +146,20 @@ def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) ->
             window,
             rejected=f"turn id collision: {turn.event_id} was recorded before with other content",
         )
+    if len(turn.content) > policy.max_turn_chars:
+        return WindowDecision(
+            window,
+            rejected=f"turn too large: {turn.event_id} has {len(turn.content)} characters, "
+            f"more than the limit of {policy.max_turn_chars} (limits.max_turn_chars)",
+        )
     pending = _snapshot_turn(turn)
     size = snapshot_turn_bytes(pending)
+    if size > policy.max_snapshot_bytes:  # alone it would make a snapshot over the limit
+        return WindowDecision(
+            window,
+            rejected=f"turn too large for a snapshot: {turn.event_id} takes {size} bytes, "
+            f"more than max_snapshot_bytes ({policy.max_snapshot_bytes})",
+        )
     snapshots: list[SnapshotPromoted] = []
     if window.turns and window.pending_bytes + size > policy.max_snapshot_bytes:
         window, snapshot = _promote(window, "count", turn.recorded_at)

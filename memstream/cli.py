@@ -68,9 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     validate = config_commands.add_parser("validate", help="check the configuration")
     validate.set_defaults(run=_config_validate)
 
+    from memstream.dlq import register as register_dlq
     from memstream.read_commands import register
 
     register(commands)
+    register_dlq(commands)
     return parser
 
 

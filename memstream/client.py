@@ -100,7 +100,9 @@ class MemoryClient:
         Every message is validated first; a bad one raises `InvalidMessageError` (naming its
         index) before anything is sent.
         """
-        normalized = normalize_messages(messages)
+        normalized = normalize_messages(
+            messages, max_content_chars=self.settings.limits.max_turn_chars
+        )
         user_id = self._memory_user(user_id)
         now = self._clock()
         turns = [

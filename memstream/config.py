@@ -21,6 +21,9 @@ Environment variables (they win over the file):
 | MEMSTREAM_IDEMPOTENT_PRODUCER (auto, on, off) | kafka.idempotent_producer (the SDK's producer) |
 | MEMSTREAM_PRODUCER_REQUEST_TIMEOUT | kafka.producer_request_timeout_seconds (stage sends) |
 | MEMSTREAM_MAX_SNAPSHOT_BYTES | window.max_snapshot_bytes |
+| MEMSTREAM_MAX_TURN_CHARS | limits.max_turn_chars (SDK refusal, window dead letter) |
+| MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION | limits.max_memories_per_extraction |
+| MEMSTREAM_MAX_LLM_ANSWER_BYTES | limits.max_llm_answer_bytes |
 | MEMSTREAM_DATA_DIR | data_dir |
 """
 
@@ -37,6 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from events.codec import MAX_EVENT_BYTES
 from events.memories import MEMORY_TYPES, MemoryType
 from events.topics import Topics
+from events.turns import MAX_CONTENT_CHARS
+from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_MEMORIES
 from handlers.window import DEFAULT_MAX_SNAPSHOT_BYTES, SNAPSHOT_ENVELOPE_BYTES
 
 
@@ -161,6 +166,19 @@ class ReconcileSettings(_Section):
         return self
 
 
+class LimitsSettings(_Section):
+    """Limits that protect the service (README, "Limits"; docs/architecture.md, "Operations")."""
+
+    max_turn_chars: int = Field(default=MAX_CONTENT_CHARS, ge=1, le=MAX_CONTENT_CHARS)
+    """Characters per turn: the SDK refuses a longer message, the window dead-letters a longer
+    turn from any other producer. At most the event schema's own limit (32,000)."""
+    max_memories_per_extraction: int = Field(default=DEFAULT_MAX_MEMORIES, ge=1, le=1_000)
+    """Memories one LLM answer may carry; more is an invalid answer (retried, then the snapshot
+    is dead-lettered)."""
+    max_llm_answer_bytes: int = Field(default=DEFAULT_MAX_ANSWER_BYTES, ge=1_000, le=10_000_000)
+    """Bytes of an extraction answer that are parsed; a longer answer is an invalid answer."""
+
+
 class MemorySettings(_Section):
     extraction: ExtractionSettings = ExtractionSettings()
     reconcile: ReconcileSettings = ReconcileSettings()
@@ -175,6 +193,7 @@ class Settings(_Section):
     embedding: EmbeddingSettings = EmbeddingSettings()
     window: WindowSettings = WindowSettings()
     memory: MemorySettings = MemorySettings()
+    limits: LimitsSettings = LimitsSettings()
     data_dir: Path = Path(".memstream")
 
 
@@ -202,6 +221,9 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
     "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
     "MEMSTREAM_MAX_SNAPSHOT_BYTES": ("window", "max_snapshot_bytes"),
+    "MEMSTREAM_MAX_TURN_CHARS": ("limits", "max_turn_chars"),
+    "MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION": ("limits", "max_memories_per_extraction"),
+    "MEMSTREAM_MAX_LLM_ANSWER_BYTES": ("limits", "max_llm_answer_bytes"),
     "MONGOMEM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),

@@ -30,7 +30,7 @@ from pymongo.database import Database
 from rich.progress import Progress
 
 from events.codec import AnyEvent, EventDecodeError, decode, decode_payload
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import LLMUsage, MemoryEvent
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn
@@ -195,12 +195,19 @@ def collection_events(source: Db) -> Iterator[AnyEvent]:
     for entry in sorted(logged.values(), key=lambda e: (e["occurred_at"], e["_id"])):
         if entry["_id"] not in claimed:  # a memory event recorded on its own (0.1)
             yield decode_payload(entry["event"])
+    redrives: list[DeadLetterRedriven] = []
     for letter in source[DEAD_LETTERS].find().sort("dead_lettered_at", 1):
-        yield InputDeadLettered(
-            event_id=letter["_id"],
-            occurred_at=letter["occurred_at"],
-            **_fields(letter, InputDeadLettered),
+        redrives.extend(
+            DeadLetterRedriven(dead_letter_id=letter["_id"], **entry)
+            for entry in letter.get("redrives") or ()
         )
+        if "stage" in letter:
+            yield InputDeadLettered(
+                event_id=letter["_id"],
+                occurred_at=letter["occurred_at"],
+                **_fields(letter, InputDeadLettered),
+            )
+    yield from sorted(redrives, key=lambda r: (r.occurred_at, r.event_id))
 
 
 def _fields(document: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -261,6 +268,7 @@ def _extraction(
         attempts=record["attempts"],
         failure=record.get("failure"),
         usage=LLMUsage.model_validate(record.get("usage") or {}),
+        redrive_id=record.get("redrive_id"),
     )
 
 

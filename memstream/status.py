@@ -126,7 +126,10 @@ def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
             for t in settings.memory.extraction.enabled
         }
         letters: dict[str, int] = {}
-        for letter in db[DEAD_LETTERS].find({}, {"stage": 1, "reason": 1}):
+        # (a letter's redrive may be projected before the letter itself: no stage yet)
+        for letter in db[DEAD_LETTERS].find(
+            {"stage": {"$exists": True}}, {"stage": 1, "reason": 1}
+        ):
             reason = f"{letter['stage']}: {str(letter['reason']).split(':')[0][:80]}"
             letters[reason] = letters.get(reason, 0) + 1
         return {

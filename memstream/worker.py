@@ -12,6 +12,7 @@ from typing import Any
 import faust
 
 from events.memories import MEMORY_TYPES
+from handlers.extraction.base import ExtractionLimits
 from handlers.extraction.registry import extractor_for
 from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
@@ -41,6 +42,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
             max_messages=settings.window.max_messages,
             idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
             max_snapshot_bytes=settings.window.max_snapshot_bytes,
+            max_turn_chars=settings.limits.max_turn_chars,
         ),
         idle_check_interval=timedelta(seconds=settings.window.idle_check_interval_seconds),
         session_timeout_seconds=kafka.session_timeout_seconds,
@@ -48,6 +50,10 @@ def stream_settings(settings: Settings) -> StreamSettings:
         producer_max_batch_size=kafka.producer_max_batch_size,
         producer_request_timeout_seconds=kafka.producer_request_timeout_seconds,
         llm_attempts=settings.llm.max_attempts,
+        extraction_limits=ExtractionLimits(
+            max_memories=settings.limits.max_memories_per_extraction,
+            max_answer_bytes=settings.limits.max_llm_answer_bytes,
+        ),
     )
 
 

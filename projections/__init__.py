@@ -7,7 +7,7 @@ from typing import Any
 from pymongo.database import Database
 
 from events.codec import AnyEvent
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
@@ -15,7 +15,12 @@ from events.turns import TurnRecorded
 from projections.extractions import project_extraction, project_save
 from projections.identity import IdCollision
 from projections.memories import project_memory_event
-from projections.short_term import project_dead_letter, project_snapshot, project_turn
+from projections.short_term import (
+    project_dead_letter,
+    project_redrive,
+    project_snapshot,
+    project_turn,
+)
 from projections.store import ensure_indexes
 from projections.writes import BulkWrites, LiveWrites, Writes
 
@@ -42,6 +47,8 @@ def apply_event(db: Writes, event: AnyEvent) -> None:
         project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
     elif isinstance(event, InputDeadLettered):
         project_dead_letter(db, event)
+    elif isinstance(event, DeadLetterRedriven):
+        project_redrive(db, event)
 
 
 __all__ = ["BulkWrites", "IdCollision", "LiveWrites", "apply_event", "ensure_indexes", "project"]

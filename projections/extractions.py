@@ -6,7 +6,9 @@ fingerprint); only the record that holds the claim is expanded into `memories`,
 `memory_events` and `profiles`. A redelivery of that record holds the claim too and re-applies
 its decisions idempotently (repairing a crash half-way through the expansion); any other record
 for the same snapshot and type — a re-extraction by a worker that crashed after writing its
-first result — is passed over, so the read model never mixes two answers. A direct save's
+first result — is passed over, so the read model never mixes two answers. The one exception: the
+result of an operator's redrive (`redrive_id` set) replaces a *failed* result, which has no
+decisions to mix with. A direct save's
 `MemorySaved` claims its document in `saves` the same way.
 """
 
@@ -36,9 +38,12 @@ def project_extraction(db: Writes, result: SnapshotExtracted) -> bool:
         "failure": result.failure,
         "usage": result.usage.model_dump(),
         "at": result.occurred_at,
+        "redrive_id": result.redrive_id,
     }
     slot = f"extractions.{result.memory_type}"
-    if not db.claim(SNAPSHOTS, result.snapshot_id, slot, record, _fingerprint(result)):
+    # An operator's redrive may replace a failed result (docs/architecture.md, "Dead letters").
+    take = db.replace_failed if result.redrive_id else db.claim
+    if not take(SNAPSHOTS, result.snapshot_id, slot, record, result_fingerprint(result)):
         log.warning(
             "ignored a later %s result for snapshot %s: the first one stands",
             result.memory_type,
@@ -63,7 +68,7 @@ def project_save(db: Writes, result: MemorySaved) -> bool:
         "usage": result.usage.model_dump(),
         "at": result.occurred_at,
     }
-    if not db.claim(SAVES, result.event_id, "", record, _fingerprint(result)):
+    if not db.claim(SAVES, result.event_id, "", record, result_fingerprint(result)):
         log.warning("ignored a later result for save %s: the first one stands", result.save_id)
         return False
     for decision in result.decisions:
@@ -71,5 +76,8 @@ def project_save(db: Writes, result: MemorySaved) -> bool:
     return True
 
 
-def _fingerprint(result: SnapshotExtracted | MemorySaved) -> str:
-    return fingerprint_of(result.model_dump())
+def result_fingerprint(result: SnapshotExtracted | MemorySaved) -> str:
+    """What a result record's claim holds: the fingerprint of its content."""
+    # Without a redrive the fingerprint is the one records written before redrives had.
+    unset = {"redrive_id"} if getattr(result, "redrive_id", None) is None else set()
+    return fingerprint_of(result.model_dump(exclude=unset))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.snapshots import SnapshotPromoted
 from events.turns import TurnRecorded
 from handlers.extraction.transcript import transcript_of
@@ -64,9 +64,27 @@ def project_snapshot(db: Writes, snapshot: SnapshotPromoted) -> None:
 
 
 def project_dead_letter(db: Writes, record: InputDeadLettered) -> None:
-    """Keep a dead letter, with its reason, for operators (the first one under an id stays)."""
+    """Keep a dead letter, with its reason, for operators (the first one under an id stays).
+
+    A redrive of it may have been projected first (a replay reads the dead-letters topic's
+    partitions one after the other): then its document holds only `redrives`, and is filled in.
+    """
     document = record.model_dump(exclude={"event_id", "event_type", "schema_version"})
+    db.update(
+        DEAD_LETTERS, {"_id": record.event_id, "stage": {"$exists": False}}, {"$set": document}
+    )
     db.update(DEAD_LETTERS, {"_id": record.event_id}, {"$setOnInsert": document}, upsert=True)
+
+
+def project_redrive(db: Writes, redrive: DeadLetterRedriven) -> None:
+    """Note an operator's redrive on its dead letter (a redelivery adds nothing)."""
+    entry = redrive.model_dump(exclude={"event_type", "schema_version", "dead_letter_id"})
+    db.update(
+        DEAD_LETTERS,
+        {"_id": redrive.dead_letter_id},
+        {"$addToSet": {"redrives": entry}},
+        upsert=True,
+    )
 
 
 def _raw_history(snapshot: SnapshotPromoted) -> str | None:

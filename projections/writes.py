@@ -57,6 +57,13 @@ class Writes(Protocol):
         False if another record took it first."""
         ...
 
+    def replace_failed(
+        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+    ) -> bool:
+        """Like `claim`, but the record may also take `slot` from a record whose `failure` is
+        set (an operator's redrive of a failed extraction); True if this record holds it."""
+        ...
+
     def link_turn(self, turn_id: str) -> None:
         """Point a turn at its snapshot if the snapshot was projected first."""
         ...
@@ -123,6 +130,15 @@ class LiveWrites:
                 held = held.get(part) or {}
             return bool(held.get(FINGERPRINT, fingerprint) == fingerprint)
 
+    def replace_failed(
+        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+    ) -> bool:
+        self.db[collection].update_one(
+            {"_id": doc_id, f"{slot}.failure": {"$exists": True, "$ne": None}},
+            {"$set": {slot: {**record, FINGERPRINT: fingerprint}}},
+        )
+        return self.claim(collection, doc_id, slot, record, fingerprint)
+
     def link_turn(self, turn_id: str) -> None:
         snapshot = self.db[SNAPSHOTS].find_one({"turn_ids": turn_id}, {"_id": 1})
         if snapshot is not None:
@@ -144,6 +160,7 @@ class BulkWrites:
     batch: int = 1_000
     queued: dict[str, list[_Queued]] = field(default_factory=dict)
     claims: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    failed_claims: set[tuple[str, str, str]] = field(default_factory=set)
     collisions: list[str] = field(default_factory=list)
     written: int = 0
 
@@ -174,10 +191,21 @@ class BulkWrites:
         holder = self.claims.setdefault((collection, doc_id, slot), fingerprint)
         if holder != fingerprint:
             return False
+        if record.get("failure") is not None:
+            self.failed_claims.add((collection, doc_id, slot))
         value = {**record, FINGERPRINT: fingerprint}
         change = {"$set": {slot: value}} if slot else {"$setOnInsert": value}
         self.update(collection, {"_id": doc_id}, change, upsert=True)
         return True
+
+    def replace_failed(
+        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+    ) -> bool:
+        held = (collection, doc_id, slot)
+        if held in self.failed_claims:
+            del self.claims[held]
+            self.failed_claims.discard(held)
+        return self.claim(collection, doc_id, slot, record, fingerprint)
 
     def link_turn(self, turn_id: str) -> None:
         """Nothing to do: a replay reads every turn before any snapshot."""

@@ -10,7 +10,7 @@ import faust
 
 from events.codec import encode
 from events.dead_letters import InputDeadLettered
-from events.memories import derived_id
+from handlers.dead_letters import dead_letter_id
 from streams.records import InputRecord
 from streams.settings import Clock
 
@@ -24,13 +24,14 @@ def dead_letter_record(
 
     Its id derives from the stage and the record's key and value, not from the record's position
     (positions repeat when the embedded log is restarted): the same poison re-read after a crash
-    gives the same dead letter. `now` (wall clock) only stamps when it was set aside.
+    gives the same dead letter; a redriven record that fails again gives a new one
+    (`handlers.dead_letters.dead_letter_id`). `now` (wall clock) only stamps when it was set aside.
     """
     raw = record.value or b""
     key = record.key.decode(errors="replace") if record.key is not None else None
-    content = hashlib.sha256((record.key or b"") + b"\x00" + raw).hexdigest()
+    redrive = record.redrive
     return InputDeadLettered(
-        event_id=derived_id("dead-letter", stage, record.topic, content),
+        event_id=dead_letter_id(stage, record.topic, record.key, record.value, redrive),
         occurred_at=now,
         stage=stage,
         reason=reason[:4_000],
@@ -40,6 +41,10 @@ def dead_letter_record(
         record_key=key,
         payload=raw.decode(errors="replace")[:64_000],
         dead_lettered_at=now,
+        payload_bytes=len(raw),
+        payload_sha256=hashlib.sha256(raw).hexdigest(),
+        redrive_id=redrive.redrive_id if redrive else None,
+        redrive_of=redrive.dead_letter_id if redrive else None,
     )
 
 

@@ -34,6 +34,7 @@ from events.memories import MemoryEvent, MemoryType, Provenance
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers import reconcile_prompt
+from handlers.dead_letters import Redrive, applies_to
 from handlers.extraction.base import ExtractionOutcome, Extractor, extract
 from handlers.extraction.results import (
     already_extracted,
@@ -139,7 +140,12 @@ def create_extraction_app(
         async def ask(new: NewMemory, options: Sequence[Option]) -> Answer | None:
             answer, given = await through_outages(
                 partial(
-                    reconcile_prompt.ask, models.llm, new, options, attempts=settings.llm_attempts
+                    reconcile_prompt.ask,
+                    models.llm,
+                    new,
+                    options,
+                    attempts=settings.llm_attempts,
+                    max_answer_bytes=settings.extraction_limits.max_answer_bytes,
                 ),
                 f"{what}: asking about an ambiguous memory",
             )
@@ -160,13 +166,22 @@ def create_extraction_app(
             log.info("%s: %s", what, note)
         return list(result.events), answers
 
-    async def extracted(extractor: Extractor, snapshot: SnapshotPromoted) -> ResultRecord:
+    async def extracted(
+        extractor: Extractor, snapshot: SnapshotPromoted, redrive: Redrive | None
+    ) -> ResultRecord:
         """Ask the LLM and the embedder (waiting out their outages) and reconcile; anything
         else they raise about this snapshot is recorded as its extraction's failure."""
         what = f"{stage} of snapshot {snapshot.event_id}"
         try:
             outcome = await through_outages(
-                partial(extract, extractor, snapshot, models.llm, attempts=settings.llm_attempts),
+                partial(
+                    extract,
+                    extractor,
+                    snapshot,
+                    models.llm,
+                    attempts=settings.llm_attempts,
+                    limits=settings.extraction_limits,
+                ),
                 what,
             )
             vectors = await embedded([m.text for m in outcome.memories], what)
@@ -178,7 +193,14 @@ def create_extraction_app(
             failed = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")
             outcome, decisions, asked = failed, [], []
         usage = usage_of([*outcome.answers, *asked])
-        return extraction_record(snapshot, memory_type, outcome, decisions, usage)
+        return extraction_record(
+            snapshot,
+            memory_type,
+            outcome,
+            decisions,
+            usage,
+            redrive_id=redrive.redrive_id if redrive else None,
+        )
 
     async def saved(request: MemorySaveRequested) -> ResultRecord:
         what = f"{stage} of save {request.event_id}"
@@ -211,6 +233,11 @@ def create_extraction_app(
         known_memories.store(result.user_id, before, evolve(before, result.decisions))
 
     async def apply(record: InputRecord) -> None:
+        redrive = record.redrive
+        if not applies_to(redrive, stage):  # a redrive addressed to another stage
+            return
+        if redrive is not None and progress.get(_redriven_key(redrive)):
+            return  # this redrive was applied already (two operators sent the same one)
         try:
             event = read_snapshots_record(record.key, record.value)
         except InvalidRecord as exc:
@@ -230,10 +257,14 @@ def create_extraction_app(
             return
         user_key = event.key.encode()
         seqs: dict[str, int] = orjson.loads(progress.get(user_key) or b"{}")
-        if extractor is None or already_extracted(seqs, event):
+        # A redrive of a snapshot this stage dead-lettered is extracted again, whatever its seq.
+        if extractor is None or (redrive is None and already_extracted(seqs, event)):
             return
+        redrive_id = redrive.redrive_id if redrive else None
         result = await result_for(
-            record, result_id(event.event_id, memory_type), partial(extracted, extractor, event)
+            record,
+            result_id(event.event_id, memory_type, redrive_id),
+            partial(extracted, extractor, event, redrive),
         )
         remember(result)
         if isinstance(result, SnapshotExtracted) and result.failure:
@@ -244,8 +275,10 @@ def create_extraction_app(
             [d.event_type for d in result.decisions],
             result.usage,
         )
-        seqs[event.session_id] = event.seq
+        seqs[event.session_id] = max(event.seq, seqs.get(event.session_id, -1))
         progress[user_key] = orjson.dumps(seqs)
+        if redrive is not None:
+            progress[_redriven_key(redrive)] = b"1"
 
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
@@ -254,6 +287,11 @@ def create_extraction_app(
             await guard.apply_in_order(event, applied)
 
     return app
+
+
+def _redriven_key(redrive: Redrive) -> bytes:
+    """The progress-table key marking a redrive as applied."""
+    return f"redriven:{redrive.redrive_id}".encode()
 
 
 async def _sent(topic: faust.TopicT, key: bytes, value: bytes, partition: int) -> int:

@@ -11,6 +11,8 @@ from typing import Any
 
 from faust.types import TP, EventT
 
+from handlers.dead_letters import Redrive, redrive_of
+
 
 @dataclass(frozen=True)
 class InputRecord:
@@ -21,6 +23,12 @@ class InputRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    @property
+    def redrive(self) -> Redrive | None:
+        """The operator's redrive this record is, if it is one (`handlers.dead_letters`)."""
+        return redrive_of(self.headers)
 
     @property
     def tp(self) -> TP:
@@ -36,9 +44,28 @@ class InputRecord:
         message = event.message
         value = event.value if isinstance(event.value, bytes) else None
         key = message.key if isinstance(message.key, bytes) else None
-        return cls(message.topic, message.partition, message.offset, key, value)
+        return cls(
+            message.topic, message.partition, message.offset, key, value, _headers(message.headers)
+        )
 
     @classmethod
     def from_consumer_record(cls, record: Any) -> InputRecord:
         """From an `aiokafka.ConsumerRecord` read without deserializers."""
-        return cls(record.topic, record.partition, record.offset, record.key, record.value)
+        return cls(
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            record.value,
+            _headers(record.headers),
+        )
+
+
+def _headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
+    """Kafka headers as (name, value) pairs, from a list of pairs or a mapping."""
+    if not headers:
+        return ()
+    pairs = headers.items() if hasattr(headers, "items") else headers
+    return tuple(
+        (str(name), bytes(value)) for name, value in pairs if isinstance(value, bytes | bytearray)
+    )

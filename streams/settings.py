@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from events.topics import Topics
+from handlers.extraction.base import ExtractionLimits
 from handlers.window import WindowPolicy
 
 Clock = Callable[[], datetime]
@@ -35,6 +36,7 @@ class StreamSettings:
     producer_request_timeout_seconds: float | None = None
     """How long a send waits for the broker before it fails; None: Faust's default (1,200 s)."""
     llm_attempts: int = 3
+    extraction_limits: ExtractionLimits = field(default_factory=ExtractionLimits)
 
     def group(self, stage: str) -> str:
         """The consumer group (and Faust app id) of one stage."""

@@ -19,6 +19,7 @@ from functools import partial
 import faust
 
 from events.codec import encode
+from handlers.dead_letters import applies_to
 from handlers.inputs import InvalidRecord, read_turns_record
 from handlers.window import (
     IdleRequest,
@@ -55,6 +56,8 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
     idle_requests: dict[bytes, IdleRequest] = {}
 
     async def apply(record: InputRecord) -> None:
+        if not applies_to(record.redrive, STAGE):  # a redrive addressed to another stage
+            return
         try:
             command = read_turns_record(record.key, record.value)
         except InvalidRecord as exc:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from events.dead_letters import InputDeadLettered
+from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import (
     Evidence,
     LLMUsage,
@@ -245,6 +245,21 @@ def dead_letter(**overrides: Any) -> InputDeadLettered:
     return InputDeadLettered(**fields)
 
 
+def redrive(**overrides: Any) -> DeadLetterRedriven:
+    """An operator's redrive of a turns-topic dead letter."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("redrive"),
+        "occurred_at": CLOCK,
+        "dead_letter_id": "dead-0001",
+        "stage": "window",
+        "target_topic": "memstream.turns",
+        "target_partition": 0,
+        "target_offset": 12,
+    }
+    fields.update(overrides)
+    return DeadLetterRedriven(**fields)
+
+
 def principal(kind: str = "end_user", principal_id: str = USER_ID) -> Principal:
     """A `Principal` (end user u1 by default)."""
     return Principal(kind=kind, id=principal_id)  # type: ignore[arg-type]
@@ -256,6 +271,7 @@ def extracted(
     memory_type: str = "semantic",
     failure: str | None = None,
     attempts: int = 1,
+    redrive_id: str | None = None,
 ) -> SnapshotExtracted:
     """The extraction record of `snap` that ADDs `contents` (vectors `(1.0, 0.0)`)."""
     from handlers.extraction.base import ExtractionOutcome
@@ -282,7 +298,14 @@ def extracted(
     ]
     outcome = ExtractionOutcome(tuple(contents), attempts, failure=failure)
     usage = LLMUsage(calls=attempts, prompt_tokens=100 * attempts, completion_tokens=20 * attempts)
-    return extraction_record(snap, memory_type, outcome, decisions, usage)  # type: ignore[arg-type]
+    return extraction_record(
+        snap,
+        memory_type,  # type: ignore[arg-type]
+        outcome,
+        decisions,
+        usage,
+        redrive_id=redrive_id,
+    )
 
 
 def save_request(**overrides: Any) -> MemorySaveRequested:

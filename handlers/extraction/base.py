@@ -10,6 +10,21 @@ from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
 from handlers.ports import ChatAnswer, ChatModel
 
+DEFAULT_MAX_MEMORIES = 50
+"""Memories one extraction answer may carry by default: a 20-turn snapshot rarely holds more
+than 20; hundreds are a model repeating itself."""
+DEFAULT_MAX_ANSWER_BYTES = 200_000
+"""Bytes of an answer parsed by default: ~50 times what `llm.max_tokens` (1,024) produces."""
+
+
+@dataclass(frozen=True)
+class ExtractionLimits:
+    """What one LLM answer may be (docs/architecture.md, "Operations"): beyond either limit it
+    is an invalid answer like any other — retried with the reason, then dead-lettered."""
+
+    max_memories: int = DEFAULT_MAX_MEMORIES
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+
 
 class InvalidExtraction(ValueError):
     """The LLM's answer is not what the extractor's schema allows; the message says why."""
@@ -50,7 +65,12 @@ class ExtractionOutcome:
 
 
 async def extract(
-    extractor: Extractor, snapshot: SnapshotPromoted, llm: ChatModel, *, attempts: int = 3
+    extractor: Extractor,
+    snapshot: SnapshotPromoted,
+    llm: ChatModel,
+    *,
+    attempts: int = 3,
+    limits: ExtractionLimits = ExtractionLimits(),
 ) -> ExtractionOutcome:
     """Ask the LLM up to `attempts` times; each retry is told what was wrong with the last answer.
 
@@ -68,7 +88,7 @@ async def extract(
         answer = await llm.complete_json(messages)
         answers.append(answer)
         try:
-            memories = tuple(extractor.parse(answer.text, snapshot))
+            memories = parsed(extractor, answer.text, snapshot, limits)
             return ExtractionOutcome(memories, attempt, answers=tuple(answers))
         except InvalidExtraction as exc:
             reason = str(exc)
@@ -80,6 +100,41 @@ async def extract(
         last_answer=answers[-1].text if answers else "",
         answers=tuple(answers),
     )
+
+
+def parsed(
+    extractor: Extractor, answer: str, snapshot: SnapshotPromoted, limits: ExtractionLimits
+) -> tuple[MemoryContent, ...]:
+    """The memories of one answer within `limits`, or `InvalidExtraction` saying which limit.
+
+    Over the memory cap the answer is refused whole, not cut to its first items: an answer that
+    long is a model repeating itself or listing the conversation, and which items to keep
+    cannot be told; the retry is told the cap (docs/architecture.md, "Operations")."""
+    size = len(answer.encode())
+    if size > limits.max_answer_bytes:
+        raise InvalidExtraction(
+            f"the answer is {size} bytes, more than the limit of {limits.max_answer_bytes}"
+        )
+    drafts = _drafts_in(answer)
+    if drafts > limits.max_memories:
+        raise InvalidExtraction(
+            f"{drafts} memories in one answer, more than the limit of "
+            f"{limits.max_memories}: keep only the most important"
+        )
+    return tuple(extractor.parse(answer, snapshot))
+
+
+def _drafts_in(answer: str) -> int:
+    """How many items the answer's lists hold (every extractor answers `{"<kind>": [...]}`),
+    counted before parsing, which may drop some; 0 when it is not a JSON object (the parser
+    says why)."""
+    from handlers.extraction.json_answer import load_object  # it imports this module
+
+    try:
+        value = load_object(answer)
+    except InvalidExtraction:
+        return 0
+    return sum(len(item) for item in value.values() if isinstance(item, list))
 
 
 def _correction(answer: str, reason: str) -> Sequence[dict[str, str]]:

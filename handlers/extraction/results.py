@@ -60,14 +60,17 @@ def extraction_record(
     outcome: ExtractionOutcome,
     decisions: Sequence[MemoryEvent],
     usage: LLMUsage,
+    *,
+    redrive_id: str | None = None,
 ) -> SnapshotExtracted:
-    """The record of one memory type's extraction of `snapshot`.
+    """The record of one memory type's extraction of `snapshot` (`redrive_id`: the operator's
+    redrive it answers, which gives it its own id).
 
     A result too large for one record (`events.codec.MAX_EVENT_BYTES`) is refused like any
     invalid LLM output: it carries no decisions and says why in `failure`.
     """
     record = SnapshotExtracted(
-        event_id=result_id(snapshot.event_id, memory_type),
+        event_id=result_id(snapshot.event_id, memory_type, redrive_id),
         occurred_at=snapshot.occurred_at,
         snapshot_id=snapshot.event_id,
         user_id=snapshot.user_id,
@@ -78,6 +81,7 @@ def extraction_record(
         attempts=outcome.attempts,
         failure=outcome.failure,
         usage=usage,
+        redrive_id=redrive_id,
     )
     try:
         encode(record)
@@ -103,9 +107,12 @@ def save_record(
     )
 
 
-def result_id(snapshot_id: str, memory_type: MemoryType) -> str:
-    """The event id of a snapshot's extraction result for one type: one per snapshot and type."""
-    return derived_id("extracted", snapshot_id, memory_type)
+def result_id(snapshot_id: str, memory_type: MemoryType, redrive_id: str | None = None) -> str:
+    """The event id of a snapshot's extraction result for one type: one per snapshot and type,
+    and one more per operator redrive of the snapshot (docs/architecture.md, "Dead letters")."""
+    if redrive_id is None:
+        return derived_id("extracted", snapshot_id, memory_type)
+    return derived_id("extracted", snapshot_id, memory_type, redrive_id)
 
 
 def save_result_id(save_id: str, memory_type: MemoryType) -> str:

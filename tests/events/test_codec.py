@@ -55,6 +55,11 @@ EXAMPLES: dict[str, Any] = {
     "MemoryUpdated": lambda: f.memory_updated(),
     "MemoryReinforced": lambda: f.memory_reinforced(merged_attributes={"aliases": ["X"]}),
     "InputDeadLettered": lambda: f.dead_letter(),
+    "InputDeadLettered/redrive": lambda: f.dead_letter(
+        payload_bytes=5, payload_sha256="0" * 64, redrive_id="r1", redrive_of="dead-0001"
+    ),
+    "DeadLetterRedriven": lambda: f.redrive(),
+    "SnapshotExtracted/redrive": lambda: f.extracted(f.snapshot(), f.content(), redrive_id="r1"),
 }
 
 
@@ -317,6 +322,14 @@ def test_a_stored_v1_memory_event_is_lifted_to_v2_without_provenance(name: str) 
     assert type(event).__name__ == name
     assert event.schema_version == 2
     assert event.provenance is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "name", ["InputDeadLettered.v1-before-redrive", "SnapshotExtracted.v2-before-redrive"]
+)
+def test_records_written_before_redrives_existed_still_decode(name: str) -> None:
+    event = decode((SAMPLES / "legacy" / f"{name}.json").read_bytes())
+    assert event.redrive_id is None  # type: ignore[union-attr]
 
 
 def test_decisions_nested_in_a_stored_result_are_lifted_too() -> None:

@@ -122,3 +122,11 @@ def test_no_usable_answer_after_the_attempts_is_none() -> None:
     llm = Scripted("nope", "nope")
     answer, answers = asyncio.run(ask(llm, NEW, OPTIONS, attempts=2))
     assert answer is None and len(answers) == 2
+
+
+def test_an_answer_over_the_size_limit_is_not_parsed_and_asked_again() -> None:
+    valid = '{"contradicts": 1, "action": "UPDATE", "existing": 1}'
+    llm = Scripted(valid + " " * 2_000, valid)
+    answer, answers = asyncio.run(ask(llm, NEW, OPTIONS, attempts=3, max_answer_bytes=1_000))
+    assert answer == Answer("UPDATE", "m1", "") and len(answers) == 2
+    assert "more than the limit of 1000" in llm.calls[1][-1]["content"]

@@ -519,3 +519,30 @@ def test_restart_from_an_older_offset_gives_the_same_result(seed: int) -> None:
         window, after = _replay(log, policy, start=committed, window=stored)
         assert window == final
         assert before + after == snapshots
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def test_a_turn_over_the_turn_limit_is_rejected_and_the_window_goes_on() -> None:
+    policy = WindowPolicy(max_messages=2, idle_timeout=timedelta(seconds=60), max_turn_chars=10)
+    long, short = turn(content="x" * 11), turn(content="short")
+    _, snapshots, decisions = feed([long, short, turn(content="ok")], policy=policy)
+    assert decisions[0].rejected is not None
+    assert "turn too large" in decisions[0].rejected and "11 characters" in decisions[0].rejected
+    (snap,) = snapshots
+    assert long.event_id not in snap.turn_ids and short.event_id in snap.turn_ids
+
+
+def test_a_single_turn_larger_than_a_snapshot_may_be_is_rejected() -> None:
+    policy = WindowPolicy(
+        max_messages=5, idle_timeout=timedelta(seconds=60), max_snapshot_bytes=10_000
+    )
+    pending = turn(content="before")
+    huge = turn(content="y" * 20_000)
+    window, snapshots, decisions = feed([pending, huge], policy=policy)
+    assert decisions[1].rejected is not None
+    assert "turn too large for a snapshot" in decisions[1].rejected
+    assert "max_snapshot_bytes (10000)" in decisions[1].rejected
+    assert snapshots == []  # the pending turn is not promoted early on the rejected one's account
+    assert [t.turn_id for t in window.turns] == [pending.event_id]

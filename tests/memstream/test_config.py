@@ -124,6 +124,13 @@ def test_file_values_are_read(config_file: Path) -> None:
         ("MEMSTREAM_MAX_MESSAGES", "5", lambda s: s.window.max_messages),
         ("MEMSTREAM_IDLE_TIMEOUT", "2.5", lambda s: s.window.idle_timeout_seconds),
         ("MEMSTREAM_DATA_DIR", "/tmp/m", lambda s: s.data_dir),
+        ("MEMSTREAM_MAX_TURN_CHARS", "2000", lambda s: s.limits.max_turn_chars),
+        (
+            "MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION",
+            "7",
+            lambda s: s.limits.max_memories_per_extraction,
+        ),
+        ("MEMSTREAM_MAX_LLM_ANSWER_BYTES", "5000", lambda s: s.limits.max_llm_answer_bytes),
     ],
 )
 def test_environment_wins_over_the_file(
@@ -132,7 +139,8 @@ def test_environment_wins_over_the_file(
     from_file = read(load(config_file))
     from_env = read(load(config_file, **{variable: value}))
     assert from_env != from_file
-    expected = {"16": 16, "5": 5, "2.5": 2.5, "/tmp/m": Path("/tmp/m")}.get(value, value)
+    numbers = {"16": 16, "5": 5, "2.5": 2.5, "2000": 2000, "7": 7, "5000": 5000}
+    expected = {**numbers, "/tmp/m": Path("/tmp/m")}.get(value, value)
     assert from_env == expected
 
 
@@ -298,3 +306,27 @@ def test_an_explicit_config_file_that_does_not_exist_is_an_error(tmp_path: Path)
     missing = tmp_path / "missing.yaml"
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(environ={"MEMSTREAM_CONFIG": str(missing)})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MEMSTREAM_MAX_TURN_CHARS", "32001"),  # over the event schema's own limit
+        ("MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION", "0"),
+        ("MEMSTREAM_MAX_LLM_ANSWER_BYTES", "10"),
+    ],
+)
+def test_limits_outside_their_range_are_refused_naming_the_variable(
+    variable: str, value: str
+) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        load_settings(environ={variable: value})
+
+
+async def test_the_sdk_refuses_a_turn_over_the_configured_limit() -> None:
+    from handlers.messages import InvalidMessageError
+    from memstream.client import MemoryClient
+
+    client = MemoryClient(load_settings(environ={"MEMSTREAM_MAX_TURN_CHARS": "10"}))
+    with pytest.raises(InvalidMessageError, match="over the limit of 10"):
+        await client.record("u1", "s1", [{"role": "user", "content": "x" * 11}])

@@ -1,4 +1,5 @@
-"""No read ever returns another user's data: randomized users with near-identical memories."""
+"""No read, search, reconciliation or replay ever returns or uses another user's data:
+randomized users with near-identical memories."""
 
 from __future__ import annotations
 
@@ -108,3 +109,117 @@ def test_no_read_returns_another_users_memories(store: tuple[Any, list[str]]) ->
             await client.close()
 
     asyncio.run(check())
+
+
+def test_a_replay_keeps_every_users_data_their_own(
+    store: tuple[Any, list[str]], mongo: Any
+) -> None:
+    from memstream.replay import collection_events, differences, replay
+
+    settings, users = store
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    source = client[settings.mongodb.database]
+    rebuilt_name = f"iso_replay_{uuid.uuid4().hex[:10]}"
+    try:
+        report = replay(collection_events(source), client[rebuilt_name], show=False)
+        assert report.collisions == []
+        assert differences(source, client[rebuilt_name]) == []
+        rebuilt = settings.model_copy(
+            update={"mongodb": settings.mongodb.model_copy(update={"database": rebuilt_name})}
+        )
+        rng = random.Random(13)
+
+        async def check() -> None:
+            before = MemoryClient(settings, embedder=BagOfWords())
+            after = MemoryClient(rebuilt, embedder=BagOfWords())
+            try:
+                for user in rng.sample(users, 20):
+                    mine = {m["memory_id"]: m["text"] for m in await before.memories(user)}
+                    assert {m["memory_id"]: m["text"] for m in await after.memories(user)} == mine
+                    query = f"the user likes {rng.choice(WORDS)}"
+                    found = await after.search(user, query, limit=10)
+                    assert {m["user_id"] for m in found} <= {user}
+                    assert {m["memory_id"] for m in found} <= set(mine)
+            finally:
+                await before.close()
+                await after.close()
+
+        asyncio.run(check())
+    finally:
+        client.drop_database(rebuilt_name)
+        client.close()
+
+
+def test_reconciliation_never_considers_another_users_memories() -> None:
+    """The extraction stages' candidate lookup (`KnownMemories.of`, keyed by user) and
+    `handlers.reconcile` itself, given every user's near-identical memories at once."""
+    from events.memories import Evidence
+    from handlers.reconcile import KnownMemory, NewMemory, Source, Thresholds, reconcile
+    from streams.memory_state import KnownMemories
+
+    rng = random.Random(17)
+    embedder = BagOfWords()
+    table: dict[bytes, bytes | None] = {}
+    state = KnownMemories(table)
+    users = [f"user-{n}" for n in range(40)]
+    everyone: list[KnownMemory] = []
+    owner: dict[str, str] = {}
+    for user in users:
+        agent = rng.choice([None, "agent-1"])
+        mine = {}
+        for n in range(rng.randint(2, 6)):
+            text = f"The user likes {rng.choice(WORDS[:3])}."  # the same few sentences for all
+            memory_id = derived_id("iso", user, n)
+            mine[memory_id] = KnownMemory(
+                memory_id=memory_id,
+                version=1,
+                user_id=user,
+                agent_id=agent,
+                content=f.content(text=text),
+                embedding=tuple(embedder.embed([text])[0]),
+                embedding_model=embedder.model_name,
+            )
+            owner[memory_id] = user
+        state.store(user, {}, mine)
+        everyone.extend(mine.values())
+    shown: list[tuple[str, list[str]]] = []
+
+    for user in rng.sample(users, 20):
+        for agent in (None, "agent-1"):
+            source = Source(
+                source_id=f"snap-{user}",
+                user_id=user,
+                agent_id=agent,
+                evidence=Evidence(source="sdk", observed_at=f.at(0)),
+                occurred_at=f.at(0),
+            )
+
+            async def ask(new: NewMemory, options: Any, user: str = user) -> None:
+                shown.append((user, [option.memory.memory_id for option in options]))
+
+            first, second = rng.sample(WORDS[:3], 2)
+            texts = [f"The user likes {first}.", f"The user likes {first} and {second}."]
+            # a near-duplicate (REINFORCE by rule) and a similar one (shown to the LLM)
+            news = [NewMemory(f.content(text=t), tuple(embedder.embed([t])[0])) for t in texts]
+            for known in (state.of(user, agent).values(), everyone):
+                result = asyncio.run(
+                    reconcile(
+                        "semantic",
+                        news,
+                        known,
+                        source=source,
+                        provenance=f.provenance(embedding_model=embedder.model_name),
+                        thresholds=Thresholds(reinforce=0.999, ask=0.5),
+                        ask=ask,
+                    )
+                )
+                for event in result.events:
+                    assert event.user_id == user
+                    assert owner.get(event.memory_id, user) == user
+                assert {m.memory_id for m in result.known} <= {
+                    m for m, u in owner.items() if u == user
+                } | {e.memory_id for e in result.events}
+    assert shown, "some decisions went to the LLM"
+    for user, options in shown:
+        # (an option not in `owner` is a memory this same reconciliation just added)
+        assert {owner.get(memory_id, user) for memory_id in options} == {user}

@@ -289,9 +289,9 @@ def test_a_first_result_half_applied_before_a_crash_is_completed_by_its_redelive
 
     live = LiveWrites(db)
     record = {"event_id": first.event_id}
-    from projections.identity import fingerprint_of
+    from projections.extractions import result_fingerprint
 
-    fingerprint = fingerprint_of(first.model_dump())
+    fingerprint = result_fingerprint(first)
     assert live.claim("snapshots", snapshot.event_id, "extractions.semantic", record, fingerprint)
     project_memory_event(live, partial_view.decisions[0])  # then the crash
     project(db, first)  # the redelivery

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from handlers.extraction.base import ExtractionOutcome, Extractor, extract
+from handlers.extraction.base import ExtractionLimits, ExtractionOutcome, Extractor, extract
 from handlers.extraction.episodic import EpisodicExtractor
 from handlers.extraction.procedural import ProceduralExtractor
 from handlers.extraction.semantic import SemanticExtractor
@@ -157,3 +157,44 @@ async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(
 )
 def test_every_other_snapshot_is_worth_asking_about(extractor: Extractor, said: str) -> None:
     assert extractor.worth_asking(snapshot([{"role": "user", "content": said}]))
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def facts(count: int) -> str:
+    items = [{"subject": "the user", "statement": f"The user owns bike {i}."} for i in range(count)]
+    return json.dumps({"facts": items})
+
+
+async def test_an_answer_over_the_memory_cap_is_retried_with_the_cap_then_fails() -> None:
+    llm = FakeChatModel(facts(4), facts(4))
+    limits = ExtractionLimits(max_memories=3)
+    outcome = await extract(SemanticExtractor(), snapshot(), llm, attempts=2, limits=limits)
+    assert outcome.memories == () and outcome.failure is not None
+    assert "4 memories in one answer, more than the limit of 3" in outcome.failure
+    assert "limit of 3" in llm.calls[1][-1]["content"]  # the retry was told the cap
+
+
+async def test_an_answer_at_the_memory_cap_is_accepted() -> None:
+    limits = ExtractionLimits(max_memories=3)
+    outcome = await extract(SemanticExtractor(), snapshot(), FakeChatModel(facts(3)), limits=limits)
+    assert outcome.failure is None and outcome.attempts == 1  # (parsing then drops unsupported)
+
+
+async def test_an_answer_over_the_size_limit_is_not_parsed_and_is_retried() -> None:
+    huge = facts(1)[:-2] + "]" + " " * 5_000 + "}"
+    limits = ExtractionLimits(max_answer_bytes=1_000)
+    llm = FakeChatModel(huge, GOOD)
+    outcome = await extract(SemanticExtractor(), snapshot(), llm, limits=limits)
+    assert outcome.attempts == 2 and [m.text for m in outcome.memories] == [
+        "The user works at Stripe."
+    ]
+    assert "more than the limit of 1000" in llm.calls[1][-1]["content"]
+
+
+async def test_an_answer_always_over_the_size_limit_fails_with_the_reason() -> None:
+    limits = ExtractionLimits(max_answer_bytes=1_000)
+    llm = FakeChatModel(*(["x" * 2_000] * 3))
+    outcome = await extract(SemanticExtractor(), snapshot(), llm, limits=limits)
+    assert outcome.failure is not None and "2000 bytes, more than the limit" in outcome.failure

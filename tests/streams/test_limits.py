@@ -1,0 +1,76 @@
+"""The service's limits on the real pipeline: each over-limit input is dead-lettered with the
+reason, and input within the limits around it is processed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.pipeline import PipelineHarness, eventually, produce_raw
+
+pytestmark = pytest.mark.integration
+
+
+def facts(*statements: str) -> dict[str, Any]:
+    return {
+        "facts": [
+            {"subject": "the user", "statement": s, "owner": "user", "category": "work"}
+            for s in statements
+        ]
+    }
+
+
+def test_an_oversized_turn_and_an_answer_over_the_memory_cap_are_dead_lettered(
+    pipeline_factory: Any,
+) -> None:
+    pipeline: PipelineHarness = pipeline_factory(
+        MEMSTREAM_MAX_TURN_CHARS="60", MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION="2"
+    )
+    three = facts("The user works at Stripe.", "The user lives in Zanzibar.", "The user codes.")
+    pipeline.llm.on("Zanzibar", three)  # every attempt (retries too): over the cap
+    pipeline.llm.on("Stripe", facts("The user works at Stripe."), scope="last_user")
+    # Another producer (not the SDK, which refuses it) sends a turn over the limit.
+    oversized = {
+        "event_id": "too-long",
+        "event_type": "TurnRecorded",
+        "schema_version": 1,
+        "occurred_at": "2026-01-01T00:00:00Z",
+        "recorded_at": "2026-01-01T00:00:00Z",
+        "user_id": "gus",
+        "session_id": "s",
+        "role": "user",
+        "content": "I work at Stripe. " * 5,
+    }
+    kafka = pipeline.settings.kafka
+    asyncio.run(
+        produce_raw(
+            kafka.bootstrap_servers or "",
+            kafka.topics.turns,
+            [(b"gus|s", json.dumps(oversized).encode(), None)],
+        )
+    )
+    pipeline.record("gus", "s", [{"role": "user", "content": "I work at Stripe."}])
+    pipeline.flush("gus", "s")
+    pipeline.record("hal", "s", [{"role": "user", "content": "I live in Zanzibar, at Stripe."}])
+    pipeline.flush("hal", "s")
+    letters = eventually(
+        lambda: list(pipeline.db["dead_letters"].find()),
+        lambda d: len(d) == 2,
+        what="two dead letters",
+    )
+    reasons = {letter["stage"]: letter["reason"] for letter in letters}
+    assert (
+        "turn too large: too-long has 90 characters, more than the limit of 60"
+        in (reasons["window"])
+    )
+    assert "3 memories in one answer, more than the limit of 2" in reasons["extract-semantic"]
+    (memory,) = eventually(
+        lambda: pipeline.memories(user_id="gus"), lambda m: len(m) == 1, what="gus's memory"
+    )
+    assert memory["text"] == "The user works at Stripe."
+    (snapshot,) = pipeline.snapshots(user_id="gus")
+    assert snapshot["turn_count"] == 1  # the oversized turn is not in it
+    assert pipeline.memories(user_id="hal") == []
