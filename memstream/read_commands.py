@@ -172,7 +172,13 @@ def _print_rows(found: list[dict[str, Any]], *, as_json: bool, as_csv: bool) -> 
 def _replay(args: argparse.Namespace) -> int:
     from pymongo import MongoClient
 
-    from memstream.replay import NotEmpty, collection_events, kafka_events, replay
+    from memstream.replay import (
+        IncompleteReadModel,
+        NotEmpty,
+        collection_events,
+        kafka_events,
+        replay,
+    )
 
     settings = load_settings()
     if not settings.mongodb.uri:
@@ -182,7 +188,11 @@ def _replay(args: argparse.Namespace) -> int:
     try:
         if args.from_collections:
             source = client[settings.mongodb.database]
-            events = list(collection_events(source))
+            try:
+                events = list(collection_events(source))
+            except IncompleteReadModel as exc:
+                print(f"memstream: {exc}", file=sys.stderr)
+                return 1
         else:
             events = kafka_events(
                 settings.kafka, from_offset=args.from_offset, from_time=args.from_time

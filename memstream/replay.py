@@ -57,6 +57,10 @@ class NotEmpty(RuntimeError):
     """The target database already holds a read model."""
 
 
+class IncompleteReadModel(RuntimeError):
+    """The source read model names something it does not hold (the projector is behind)."""
+
+
 @dataclass
 class ReplayReport:
     """What a replay read and wrote."""
@@ -224,6 +228,13 @@ def _turn(document: dict[str, Any]) -> TurnRecorded:
 
 
 def _snapshot(document: dict[str, Any], turns: dict[str, dict[str, Any]]) -> SnapshotPromoted:
+    missing = [turn_id for turn_id in document["turn_ids"] if turn_id not in turns]
+    if missing:  # the projector applies the turns and snapshots topics independently
+        raise IncompleteReadModel(
+            f"snapshot {document['_id']} names turn {missing[0]}, which is not in {TURNS} yet "
+            "(the projector is behind): wait until `memstream status` shows no lag, or replay "
+            "from the log"
+        )
     return SnapshotPromoted(
         event_id=document["_id"],
         occurred_at=document["promoted_at"],

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.pipeline import PipelineHarness
+from tests.support.pipeline import PipelineHarness, eventually
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -66,6 +66,13 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
     assert "- The user lives in Lisbon." in context
     assert sum(map(len, context)) + len(context) - 1 <= 600
 
+    # `replay --from-collections` needs a settled read model: the projector applies the turns and
+    # snapshots topics independently, so a snapshot can be projected before its turns.
+    eventually(
+        lambda: unprojected_turns(pipeline),
+        lambda missing: not missing,
+        what="every snapshot's turns in the turns collection",
+    )
     database = pipeline.settings.mongodb.database
     for line in readme_commands():
         command = shlex.split(line.split("#")[0].replace("--follow", ""))
@@ -81,6 +88,12 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
             timeout=180,
         )
         assert run.returncode == 0, f"{line}: {run.stdout}{run.stderr}"
+
+
+def unprojected_turns(pipeline: PipelineHarness) -> set[str]:
+    named = {t for s in pipeline.snapshots() for t in s.get("turn_ids", [])}
+    projected = {t["_id"] for t in pipeline.db["turns"].find({}, {"_id": 1})}
+    return named - projected
 
 
 def readme_commands() -> list[str]:

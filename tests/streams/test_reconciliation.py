@@ -88,16 +88,24 @@ def test_a_changed_fact_updates_the_memory_and_keeps_the_old_version(
         "NEW: The user lives in Porto.\nEXISTING:\n1. The user lives in Lisbon.\n"
         "Answer with the JSON."
     ]
-    (update,) = pipeline.db["memory_events"].find({"event_type": "MemoryUpdated"})
+    (update,) = eventually(
+        lambda: list(pipeline.db["memory_events"].find({"event_type": "MemoryUpdated"})),
+        lambda events: len(events) == 1,
+        what="the MemoryUpdated event in memory_events",
+    )
     provenance = update["event"]["provenance"]
     assert (provenance["reconciled_by"], provenance["prompt_version"]) == (
         "llm",
         SemanticExtractor.prompt_version,
     )
     assert provenance["embedding_model"] == pipeline.llm.embedding_model
-    profile = pipeline.db["profiles"].find_one({"_id": "ivy"})
-    assert (
-        profile is not None and profile["fields"]["location"]["value"] == "The user lives in Porto."
+    eventually(
+        lambda: pipeline.db["profiles"].find_one({"_id": "ivy"}),
+        lambda profile: (
+            profile is not None
+            and profile["fields"]["location"]["value"] == "The user lives in Porto."
+        ),
+        what="the profile's location updated to Porto",
     )
 
 
