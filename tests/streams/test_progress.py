@@ -50,6 +50,7 @@ class Message:
     partition: int
     offset: int
     key: bytes | None = b"ann|s1"
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 @dataclass
