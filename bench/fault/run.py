@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--users", type=int, default=120)
     parser.add_argument("--sessions", type=int, default=6, help="sessions per user")
-    parser.add_argument("--kills", type=int, default=12)
+    parser.add_argument("--kills", type=int, default=14)
     parser.add_argument("--malformed", type=int, default=250)
     parser.add_argument("--produce-seconds", type=float, default=600.0)
     parser.add_argument("--settle-timeout", type=float, default=1200.0)

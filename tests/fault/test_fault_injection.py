@@ -46,7 +46,7 @@ def test_kills_llm_faults_and_malformed_input_lose_and_double_nothing(
             faults.llm_garbage(6),
             faults.kill_stage("projector"),
         ],
-        produce_seconds=40,
+        produce_seconds=30,
         settle_timeout=240,
     )
     assert_nothing_lost_or_doubled(outcome)
@@ -68,7 +68,7 @@ def test_a_database_outage_and_a_second_worker_killed_lose_and_double_nothing(
             workload=workload,
             malformed=[],
             faults=[faults.second_worker_then_kill("window"), faults.database_outage(8)],
-            produce_seconds=25,
+            produce_seconds=15,
             settle_timeout=240,
             database=database,
         )
@@ -91,7 +91,7 @@ def test_a_restarted_durable_broker_loses_and_doubles_nothing(
             workload=workload,
             malformed=[],
             faults=[faults.broker_restart(5)],
-            produce_seconds=25,
+            produce_seconds=15,
             settle_timeout=300,
             own_broker=True,
         )

@@ -66,6 +66,12 @@ def judge(
     verdict = Verdict()
     users = set(workload.users)
     snapshots = [s for s in observed.snapshots if s.get("user_id") in users]
+    strangers = {
+        str(d.get("user_id"))
+        for d in [*observed.snapshots, *observed.memories]
+        if d.get("user_id") not in users
+    }
+    verdict.wrong += [f"snapshots or memories of {user}, not in the workload" for user in strangers]
     _judge_turns(workload, snapshots, observed.turns, verdict)
     garbled = _judge_extractions(workload, snapshots, observed.results, verdict)
     _judge_memories(workload, observed, verdict)
