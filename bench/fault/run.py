@@ -32,11 +32,12 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def schedule(rng: random.Random, kills: int, *, broker_restart: bool) -> list[faults.Fault]:
-    """`kills` SIGKILLs (random stages, two at the extraction fault point), a second worker
-    killed, the database and (durable broker) the broker restarted, the LLM failing, refusing,
-    slow and garbling — in a seeded order."""
-    chosen: list[faults.Fault] = [faults.kill_stage() for _ in range(kills - 3)]
+    """`kills` SIGKILLs (random stages, two at the extraction fault point, two at the
+    projector's, one of a worker whose stage has a second one), the database and (durable
+    broker) the broker restarted, the LLM failing, refusing, slow and garbling; seeded order."""
+    chosen: list[faults.Fault] = [faults.kill_stage() for _ in range(kills - 5)]
     chosen += [faults.kill_after_result_sent(), faults.kill_after_result_sent()]
+    chosen += [faults.kill_after_projecting_a_result(), faults.kill_after_projecting_a_result()]
     chosen += [
         faults.second_worker_then_kill(),
         faults.database_outage(15),
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--users", type=int, default=120)
     parser.add_argument("--sessions", type=int, default=6, help="sessions per user")
-    parser.add_argument("--kills", type=int, default=14)
+    parser.add_argument("--kills", type=int, default=16)
     parser.add_argument("--malformed", type=int, default=250)
     parser.add_argument("--produce-seconds", type=float, default=600.0)
     parser.add_argument("--settle-timeout", type=float, default=1200.0)

@@ -44,7 +44,7 @@ def test_kills_llm_faults_and_malformed_input_lose_and_double_nothing(
             faults.llm_outage(6, "500"),
             faults.kill_after_result_sent(),
             faults.llm_garbage(6),
-            faults.kill_stage("projector"),
+            faults.kill_after_projecting_a_result(),
         ],
         produce_seconds=30,
         settle_timeout=240,

@@ -70,15 +70,15 @@ def kill_stage(stage: str | None = None) -> Fault:
     return fault
 
 
-def kill_after_result_sent(wait: float = 90.0) -> Fault:
-    """Restart the semantic extractor with the fault point that SIGKILLs it between writing an
-    extraction result and storing its progress; once it died there, start it without."""
+def kill_at(stage: str, point: str, wait: float = 90.0) -> Fault:
+    """Restart `stage` with a fault point (`streams.faults`) that SIGKILLs it at an exact
+    moment; once it died there (or after `wait` seconds), start it without."""
 
     def fault(target: Target) -> None:
-        process = target.harness.pipeline.processes["extract:semantic"]
-        target.retired.add("extract:semantic")  # it is meant to die at the fault point
+        process = target.harness.pipeline.processes[stage]
+        target.retired.add(stage)  # it is meant to die at the fault point
         process.kill()
-        process.environment[ENVIRONMENT_VARIABLE] = "extraction.after_result_sent"
+        process.environment[ENVIRONMENT_VARIABLE] = point
         process.start()
         deadline = time.monotonic() + wait
         while process.running and time.monotonic() < deadline:
@@ -87,11 +87,22 @@ def kill_after_result_sent(wait: float = 90.0) -> Fault:
         process.kill()
         process.environment.pop(ENVIRONMENT_VARIABLE)
         process.start()
-        target.retired.discard("extract:semantic")
-        target.harness.pipeline.wait_ready(READY_TIMEOUT, ["extract:semantic"])
-        target.record("kill", stage="extract:semantic", point="after_result_sent", reached=reached)
+        target.retired.discard(stage)
+        target.harness.pipeline.wait_ready(READY_TIMEOUT, [stage])
+        target.record("kill", stage=stage, point=point, reached=reached)
 
     return fault
+
+
+def kill_after_result_sent() -> Fault:
+    """The semantic extractor killed between writing an extraction result and its progress."""
+    return kill_at("extract:semantic", "extraction.after_result_sent")
+
+
+def kill_after_projecting_a_result() -> Fault:
+    """The projector killed between projecting a result that reinforced a memory (the
+    reinforcement is in MongoDB) and storing its applied offset: the result comes again."""
+    return kill_at("projector", "projector.after_project:MemoryReinforced")
 
 
 def second_worker_then_kill(stage: str | None = None, overlap: float = 10.0) -> Fault:
