@@ -23,6 +23,7 @@ from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_rec
 from projections import ensure_indexes, project
 from streams.app import faust_app, raw_table
 from streams.dead_letters import dead_letter_record
+from streams.faults import fault_point
 from streams.progress import guard_partitions
 from streams.records import InputRecord
 from streams.retrying import through_outages
@@ -79,6 +80,10 @@ def create_projector_app(
                 return
             await through_outages(
                 partial(asyncio.to_thread, project, db, event), f"projecting {record.position}"
+            )
+            decisions = getattr(event, "decisions", ())
+            fault_point(
+                "projector.after_project", event.event_type, *(d.event_type for d in decisions)
             )
         except Exception as exc:  # poison (outages never get here): keep it visible, go on
             log.exception("projecting %s failed", record.position)

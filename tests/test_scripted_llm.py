@@ -131,6 +131,22 @@ def test_http_errors(llm: ScriptedLLM) -> None:
         client(llm, max_retries=0).embeddings.create(model="e", input="x")
 
 
+def test_a_failing_llm_fails_chat_and_embeddings_until_it_is_cleared(llm: ScriptedLLM) -> None:
+    llm.failing = HTTPFailure(500, "scripted outage")
+    for _ in range(3):
+        with pytest.raises(openai.InternalServerError):
+            client(llm, max_retries=0).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}]
+            )
+        with pytest.raises(openai.InternalServerError):
+            client(llm, max_retries=0).embeddings.create(model="e", input="x")
+    llm.failing = None
+    resp = client(llm, max_retries=0).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}]
+    )
+    assert resp.choices[0].message.content == '{"facts": []}'
+
+
 def test_streaming(llm: ScriptedLLM) -> None:
     llm.on("x", "streamed answer")
     stream = client(llm).chat.completions.create(

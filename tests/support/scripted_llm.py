@@ -11,6 +11,9 @@ dependencies) and serves:
   ``base64`` encodings, ``input`` as a string or a list, optional ``dimensions``.
 * ``GET /v1/models``.
 
+``failing`` (an :class:`HTTPFailure`, or ``None``) fails every chat and embeddings request while it
+is set, and ``latency`` slows every answer: outages and slowness that last as long as a test wants.
+
 Every request body is recorded in :attr:`ScriptedLLM.requests` (thread-safe).
 
 Example::
@@ -165,6 +168,9 @@ class ScriptedLLM:
         self.dims = dims
         #: seconds to sleep before answering each request (timeout tests)
         self.latency = latency
+        #: while set, every chat and embeddings request gets this failure (an outage that lasts
+        #: until it is cleared, e.g. `llm.failing = HTTPFailure(503)` ... `llm.failing = None`)
+        self.failing: HTTPFailure | None = None
         self._host = host
         self._port = port
         self._lock = threading.Lock()
@@ -306,6 +312,8 @@ class ScriptedLLM:
             self._state.requests.append((kind, body))
 
     def _pop_http_failure(self, kind: str) -> HTTPFailure | None:
+        if self.failing is not None:
+            return self.failing
         with self._lock:
             if self._http_failures and self._http_failures[0][0] in (kind, "any"):
                 return self._http_failures.popleft()[1]

@@ -1,0 +1,98 @@
+"""The short fault-injection profile (docs/architecture.md, "Fault injection"): the real pipeline
+on each broker, SecantusDB and the scripted LLM, with workers SIGKILLed, the LLM failing, slow
+and garbling, and malformed records; the oracle finds nothing lost and nothing doubled.
+
+The long profile is `python -m bench.fault.run` (BENCHMARKS.md, "Fault injection").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstream.servers import ApacheKafkaBroker, SecantusServer
+from tests.support.fault import faults
+from tests.support.fault import malformed as bad
+from tests.support.fault.run import Outcome, run_faults
+from tests.support.fault.workload import generate
+
+pytestmark = pytest.mark.integration
+
+SEED = 20261130
+
+
+def assert_nothing_lost_or_doubled(outcome: Outcome) -> None:
+    assert outcome.verdict.ok, outcome.verdict.summary()
+
+
+def test_kills_llm_faults_and_malformed_input_lose_and_double_nothing(
+    broker: Any, mongo: Any, tmp_path: Path
+) -> None:
+    workload = generate(SEED, users=10, sessions_per_user=3, garbled_sessions=1)
+    malformed = bad.generate(SEED, 200)
+    outcome = run_faults(
+        broker=broker,
+        mongo_uri=mongo.uri,
+        log_dir=tmp_path,
+        seed=SEED,
+        workload=workload,
+        malformed=malformed,
+        faults=[
+            faults.kill_stage("window"),
+            faults.llm_outage(6, "500"),
+            faults.kill_after_result_sent(),
+            faults.llm_garbage(6),
+            faults.kill_after_projecting_a_result(),
+        ],
+        produce_seconds=30,
+        settle_timeout=240,
+    )
+    assert_nothing_lost_or_doubled(outcome)
+    summary = outcome.summary()
+    assert summary["kills_survived"] == 3 and summary["outages_survived"] == 2
+    assert summary["dead_letters"] >= 200
+
+
+def test_a_database_outage_and_a_second_worker_killed_lose_and_double_nothing(
+    broker: Any, tmp_path: Path
+) -> None:
+    workload = generate(SEED + 1, users=4, sessions_per_user=3, garbled_sessions=0)
+    with SecantusServer(tmp_path / "db") as database:
+        outcome = run_faults(
+            broker=broker,
+            mongo_uri=database.uri,
+            log_dir=tmp_path,
+            seed=SEED + 1,
+            workload=workload,
+            malformed=[],
+            faults=[faults.second_worker_then_kill("window"), faults.database_outage(8)],
+            produce_seconds=15,
+            settle_timeout=240,
+            database=database,
+        )
+    assert_nothing_lost_or_doubled(outcome)
+
+
+def test_a_restarted_durable_broker_loses_and_doubles_nothing(
+    broker_flavour: str, mongo: Any, tmp_path: Path
+) -> None:
+    if broker_flavour != "apache":
+        pytest.skip("the embedded Tansu broker keeps its log in memory: a restart loses it")
+    workload = generate(SEED + 2, users=4, sessions_per_user=3, garbled_sessions=0)
+    with ApacheKafkaBroker(tmp_path / "broker") as own:
+        own.flavour = "apache"  # type: ignore[attr-defined]
+        outcome = run_faults(
+            broker=own,
+            mongo_uri=mongo.uri,
+            log_dir=tmp_path,
+            seed=SEED + 2,
+            workload=workload,
+            malformed=[],
+            faults=[faults.broker_restart(5)],
+            produce_seconds=15,
+            settle_timeout=300,
+            own_broker=True,
+        )
+    assert_nothing_lost_or_doubled(outcome)

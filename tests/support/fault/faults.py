@@ -1,0 +1,201 @@
+"""Faults a run injects, each a function of the run's `Target`; a seeded schedule composes them.
+
+Every fault waits until what it broke is back (a restarted worker is ready again, a restarted
+server answers), so the next fault starts from a running pipeline, and returns what it did.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstream.runtime import StageProcess
+from streams.faults import ENVIRONMENT_VARIABLE
+from tests.support.fault.llm import WorkloadLLM
+from tests.support.pipeline import PipelineHarness
+from tests.support.scripted_llm import HTTPFailure, ScriptedLLM
+
+log = logging.getLogger(__name__)
+
+STAGES = (
+    "window",
+    "extract:semantic",
+    "extract:episodic",
+    "extract:procedural",
+    "extract:taxonomic",
+    "projector",
+)
+BUSY_STAGES = ("window", "extract:semantic", "projector")
+"""The stages with work in a fault run (only semantic extraction is enabled)."""
+READY_TIMEOUT = 240.0
+
+
+@dataclass
+class Target:
+    """What the faults act on. `database` and `broker` are set only when the run owns them."""
+
+    harness: PipelineHarness
+    llm: ScriptedLLM
+    answers: WorkloadLLM
+    rng: random.Random
+    database: Any = None
+    broker: Any = None
+    extra_workers: list[StageProcess] = field(default_factory=list)
+    retired: set[str] = field(default_factory=set)
+    """Stages whose first worker was killed for good (a second worker carries them)."""
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self, kind: str, **details: Any) -> None:
+        entry = {"fault": kind, "at": round(time.monotonic(), 1), **details}
+        log.warning("fault: %s", entry)
+        self.log.append(entry)
+
+
+Fault = Callable[[Target], None]
+
+
+def kill_stage(stage: str | None = None) -> Fault:
+    """SIGKILL one stage worker (a random one unless named) and start it again."""
+
+    def fault(target: Target) -> None:
+        chosen = stage or target.rng.choice(STAGES)
+        target.retired.discard(chosen)
+        target.harness.pipeline.restart(chosen, kill=True, timeout=READY_TIMEOUT)
+        target.record("kill", stage=chosen)
+
+    return fault
+
+
+def kill_at(stage: str, point: str, wait: float = 90.0) -> Fault:
+    """Restart `stage` with a fault point (`streams.faults`) that SIGKILLs it at an exact
+    moment; once it died there (or after `wait` seconds), start it without."""
+
+    def fault(target: Target) -> None:
+        process = target.harness.pipeline.processes[stage]
+        target.retired.add(stage)  # it is meant to die at the fault point
+        process.kill()
+        process.environment[ENVIRONMENT_VARIABLE] = point
+        process.start()
+        deadline = time.monotonic() + wait
+        while process.running and time.monotonic() < deadline:
+            time.sleep(0.2)
+        reached = not process.running
+        process.kill()
+        process.environment.pop(ENVIRONMENT_VARIABLE)
+        process.start()
+        target.retired.discard(stage)
+        target.harness.pipeline.wait_ready(READY_TIMEOUT, [stage])
+        target.record("kill", stage=stage, point=point, reached=reached)
+
+    return fault
+
+
+def kill_after_result_sent() -> Fault:
+    """The semantic extractor killed between writing an extraction result and its progress."""
+    return kill_at("extract:semantic", "extraction.after_result_sent")
+
+
+def kill_after_projecting_a_result() -> Fault:
+    """The projector killed between projecting a result that reinforced a memory (the
+    reinforcement is in MongoDB) and storing its applied offset: the result comes again."""
+    return kill_at("projector", "projector.after_project:MemoryReinforced")
+
+
+def second_worker_then_kill(stage: str | None = None, overlap: float = 10.0) -> Fault:
+    """Start a second worker of a stage (same consumer group), let both run, SIGKILL the first:
+    its partitions move to the second, which carries the stage until the run ends (the first is
+    started again only by a later fault, if any)."""
+
+    def fault(target: Target) -> None:
+        chosen = stage or target.rng.choice(BUSY_STAGES)
+        harness = target.harness
+        extra = StageProcess(
+            chosen, harness.pipeline.processes[chosen].environment, harness.log_dir
+        )
+        extra.log_path = harness.log_dir / f"worker-{chosen.replace(':', '-')}-2.log"
+        extra.start()
+        target.extra_workers.append(extra)
+        _wait_ready(extra)
+        time.sleep(overlap)
+        target.retired.add(chosen)
+        harness.pipeline.processes[chosen].kill()
+        target.record("kill", stage=chosen, two_workers=True)
+
+    return fault
+
+
+def database_outage(seconds: float) -> Fault:
+    """Stop the run's own SecantusDB for `seconds` and start it again on the same port."""
+
+    def fault(target: Target) -> None:
+        target.database.stop()
+        time.sleep(seconds)
+        target.database.start()
+        target.record("outage", what="database", seconds=seconds)
+
+    return fault
+
+
+def broker_restart(seconds: float) -> Fault:
+    """Stop the run's own (durable) broker for `seconds`, start it on the same workdir and port."""
+
+    def fault(target: Target) -> None:
+        target.broker.stop()
+        time.sleep(seconds)
+        target.broker.start()
+        target.record("outage", what="broker", seconds=seconds)
+
+    return fault
+
+
+def llm_outage(seconds: float, mode: str = "500") -> Fault:
+    """The LLM and the embedder answer HTTP 500 (`mode="500"`) or refuse connections
+    (`"refused"`) for `seconds`."""
+
+    def fault(target: Target) -> None:
+        if mode == "refused":
+            target.llm.stop()
+            time.sleep(seconds)
+            target.llm.start()
+        else:
+            target.llm.failing = HTTPFailure(500, "scripted outage")
+            time.sleep(seconds)
+            target.llm.failing = None
+        target.record("outage", what=f"llm {mode}", seconds=seconds)
+
+    return fault
+
+
+def llm_slow(seconds: float, latency: float = 1.5) -> Fault:
+    def fault(target: Target) -> None:
+        target.llm.latency = latency
+        time.sleep(seconds)
+        target.llm.latency = 0.0
+        target.record("outage", what="llm slow", seconds=seconds, latency=latency)
+
+    return fault
+
+
+def llm_garbage(seconds: float) -> Fault:
+    """Every first extraction attempt is answered with garbage for `seconds` (the retries get
+    the right answer: nothing may be dead-lettered for it)."""
+
+    def fault(target: Target) -> None:
+        target.answers.garbling = True
+        time.sleep(seconds)
+        target.answers.garbling = False
+        target.record("outage", what="llm garbage", seconds=seconds)
+
+    return fault
+
+
+def _wait_ready(process: StageProcess, timeout: float = READY_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not process.is_ready():
+        if not process.running or time.monotonic() > deadline:
+            raise RuntimeError(f"second {process.stage} worker not ready:\n{process.log_tail()}")
+        time.sleep(0.2)
