@@ -185,7 +185,10 @@ class StageProcess:
         environment: Mapping[str, str],
         log_dir: Path,
         command: Sequence[str] | None = None,
+        *,
+        log_name: str | None = None,
     ) -> None:
+        """`log_name` (default `worker-<stage>.log`) tells a second worker of a stage apart."""
         self.stage = stage
         self.environment = dict(environment)
         self.command = (
@@ -196,7 +199,7 @@ class StageProcess:
         log_dir.mkdir(parents=True, exist_ok=True)
         self._child = ChildProcess(
             f"worker {stage}",
-            log_dir / f"worker-{stage.replace(':', '-')}.log",
+            log_dir / (log_name or f"worker-{stage.replace(':', '-')}.log"),
             stop_timeout=15.0,
             new_session=False,
         )

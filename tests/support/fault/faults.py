@@ -114,9 +114,11 @@ def second_worker_then_kill(stage: str | None = None, overlap: float = 10.0) -> 
         chosen = stage or target.rng.choice(BUSY_STAGES)
         harness = target.harness
         extra = StageProcess(
-            chosen, harness.pipeline.processes[chosen].environment, harness.log_dir
+            chosen,
+            harness.pipeline.processes[chosen].environment,
+            harness.log_dir,
+            log_name=f"worker-{chosen.replace(':', '-')}-2.log",
         )
-        extra.log_path = harness.log_dir / f"worker-{chosen.replace(':', '-')}-2.log"
         extra.start()
         target.extra_workers.append(extra)
         _wait_ready(extra)
