@@ -12,6 +12,7 @@ doubled or wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import random
@@ -63,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--malformed", type=int, default=250)
     parser.add_argument("--produce-seconds", type=float, default=600.0)
     parser.add_argument("--settle-timeout", type=float, default=1200.0)
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,
+        help="run in this folder and keep it (workers', broker's and database's logs)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
 
@@ -73,8 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     chosen = schedule(rng, args.kills, broker_restart=args.broker == "apache")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="memstream-fault-") as scratch:
-        work = Path(scratch)
+    with contextlib.ExitStack() as scratch:
+        if args.keep_logs is None:
+            work = Path(
+                scratch.enter_context(tempfile.TemporaryDirectory(prefix="memstream-fault-"))
+            )
+        else:
+            work = args.keep_logs
+            work.mkdir(parents=True, exist_ok=True)
         broker: Any = (ApacheKafkaBroker if args.broker == "apache" else TansuBroker)(
             work / "broker"
         )
