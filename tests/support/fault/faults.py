@@ -86,6 +86,12 @@ def kill_at(stage: str, point: str, wait: float = 90.0) -> Fault:
         reached = not process.running
         process.kill()
         process.environment.pop(ENVIRONMENT_VARIABLE)
+        if process.environment.get("MEMSTREAM_PRODUCER_MAX_BATCH_SIZE") == "1":  # on Tansu
+            # Once in five short runs on Tansu, a projector started again at once after dying
+            # here (its second death within seconds) joined its group, said it was ready and
+            # consumed nothing for minutes; not seen on Apache Kafka, not yet diagnosed
+            # (docs/architecture.md, "Known limits"). Let the dead members' sessions expire.
+            time.sleep(float(process.environment.get("MEMSTREAM_SESSION_TIMEOUT", "3")) + 2)
         process.start()
         target.retired.discard(stage)
         target.harness.pipeline.wait_ready(READY_TIMEOUT, [stage])
