@@ -110,13 +110,24 @@ class CommittedOffsets:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def __call__(self, partitions: Collection[TP]) -> dict[TP, int | None]:
+        """The group's committed offset of each partition; a broker outage is waited out (it
+        used to escape the stage's timer and crash the worker)."""
+        return await through_outages(
+            lambda: self._committed(partitions), f"reading group {self._group}'s commits"
+        )
+
+    async def _committed(self, partitions: Collection[TP]) -> dict[TP, int | None]:
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=self._bootstrap_servers,
                 group_id=self._group,
                 enable_auto_commit=False,
             )
-            await consumer.start()
+            try:
+                await consumer.start()
+            except BaseException:
+                await consumer.stop()
+                raise
             self._consumer = consumer
         try:
             return {

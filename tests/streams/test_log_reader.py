@@ -10,7 +10,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faust.types import TP
 
-from streams.log_reader import KafkaLogReader
+from streams.log_reader import CommittedOffsets, KafkaLogReader
 
 pytestmark = pytest.mark.integration
 
@@ -30,3 +30,24 @@ def test_reads_exactly_the_range_even_from_inside_a_batch(broker: Any) -> None:
         return [(record.offset, record.value) for record in records]
 
     assert asyncio.run(asyncio.wait_for(scenario(), 60)) == [(2, b"r2"), (3, b"r3"), (4, b"r4")]
+
+
+def test_committed_offsets_wait_out_a_broker_that_is_not_up_yet(broker_flavour: str) -> None:
+    """The stages' timer reads committed offsets; an outage used to escape it and crash them."""
+    if broker_flavour != "tansu":
+        pytest.skip("one flavour is enough: the broker is down, whichever it would be")
+    from memstream.servers import TansuBroker, free_port
+
+    port = free_port()
+    topic = f"commits-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> dict[TP, int | None]:
+        reading = asyncio.create_task(
+            CommittedOffsets(f"127.0.0.1:{port}", "no-group")([TP(topic, 0)])
+        )
+        await asyncio.sleep(2.0)
+        assert not reading.done()  # waiting, not crashed
+        with TansuBroker(port=port):
+            return await asyncio.wait_for(reading, 60)
+
+    assert asyncio.run(scenario()) == {TP(topic, 0): None}
