@@ -31,6 +31,7 @@ from memstream.servers import (
     TansuBroker,
     default_kafka_libs_dir,
     fetch_kafka_jars,
+    kafka_jars_size,
     missing_jars,
     require_java,
 )
@@ -138,7 +139,7 @@ def durable_broker(workdir: Path) -> ApacheKafkaBroker:
     libs = default_kafka_libs_dir()
     missing = missing_jars(libs)
     if missing:
-        size = sum(jar.size for jar in missing) / 1e6
+        size = kafka_jars_size(missing) / 1e6
         print(
             f"fetching Apache Kafka {KAFKA_VERSION} ({len(missing)} jars, {size:.0f} MB) from "
             f"Maven Central into {libs} (once) …",

@@ -22,6 +22,7 @@ from memstream.servers.kafka_jars import (
     KafkaJarsError,
     default_kafka_libs_dir,
     fetch_kafka_jars,
+    kafka_jars_size,
     missing_jars,
 )
 from memstream.servers.loopback import (
@@ -53,6 +54,7 @@ __all__ = [
     "fetch_kafka_jars",
     "find_java",
     "free_port",
+    "kafka_jars_size",
     "kafka_metadata_ok",
     "missing_jars",
     "require_java",

@@ -21,14 +21,6 @@ from tests.support.scripted_llm import HTTPFailure, ScriptedLLM
 
 log = logging.getLogger(__name__)
 
-STAGES = (
-    "window",
-    "extract:semantic",
-    "extract:episodic",
-    "extract:procedural",
-    "extract:taxonomic",
-    "projector",
-)
 BUSY_STAGES = ("window", "extract:semantic", "projector")
 """The stages with work in a fault run (only semantic extraction is enabled)."""
 READY_TIMEOUT = 240.0
@@ -62,7 +54,7 @@ def kill_stage(stage: str | None = None) -> Fault:
     """SIGKILL one stage worker (a random one unless named) and start it again."""
 
     def fault(target: Target) -> None:
-        chosen = stage or target.rng.choice(STAGES)
+        chosen = stage or target.rng.choice(list(target.harness.pipeline.processes))
         target.retired.discard(chosen)
         target.harness.pipeline.restart(chosen, kill=True, timeout=READY_TIMEOUT)
         target.record("kill", stage=chosen)
