@@ -319,3 +319,17 @@ def save_request(**overrides: Any) -> MemorySaveRequested:
     }
     fields.update(overrides)
     return MemorySaveRequested(**fields)
+
+
+STRIPE_FACTS = {
+    "facts": [
+        {
+            "subject": "the user",
+            "statement": "The user works at Stripe.",
+            "owner": "user",
+            "category": "work",
+            "profile_field": "employer",
+        },
+    ]
+}
+"""A scripted semantic answer: the user works at Stripe (their profile's employer)."""

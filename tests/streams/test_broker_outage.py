@@ -17,29 +17,18 @@ import pytest
 
 from events import encode
 from tests import factories as f
+from tests.factories import STRIPE_FACTS
 from tests.support.faults import produce_direct, proxied_broker
 from tests.support.pipeline import PipelineHarness, eventually
 from tests.support.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.integration
 
-STRIPE = {
-    "facts": [
-        {
-            "subject": "the user",
-            "statement": "The user works at Stripe.",
-            "owner": "user",
-            "category": "work",
-            "profile_field": "employer",
-        }
-    ]
-}
-
 
 def test_sends_refused_by_the_broker_are_retried_until_it_accepts_them(
     broker_flavour: str, mongo: Any, scripted_llm: ScriptedLLM, tmp_path: Path
 ) -> None:
-    scripted_llm.on("Stripe", STRIPE, scope="last_user")
+    scripted_llm.on("Stripe", STRIPE_FACTS, scope="last_user")
     with proxied_broker(broker_flavour, tmp_path / "broker") as (broker, proxy):
         run = uuid.uuid4().hex[:10]
         pipeline = PipelineHarness(

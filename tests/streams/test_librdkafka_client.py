@@ -19,22 +19,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually
 from tests.test_readme import readme_example
 
 pytestmark = pytest.mark.integration
-
-STRIPE_FACTS = {
-    "facts": [
-        {
-            "subject": "the user",
-            "statement": "The user works at Stripe.",
-            "owner": "user",
-            "category": "work",
-            "profile_field": "employer",
-        },
-    ]
-}
 
 
 def run_readme_block(name: str, pipeline: PipelineHarness) -> str:

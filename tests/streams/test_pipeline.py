@@ -13,21 +13,10 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.structs import OffsetAndMetadata
 
 from memstream.worker import stream_settings
+from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
-
-STRIPE_FACTS = {
-    "facts": [
-        {
-            "subject": "the user",
-            "statement": "The user works at Stripe.",
-            "owner": "user",
-            "category": "work",
-            "profile_field": "employer",
-        },
-    ]
-}
 
 
 def turns_of(snapshot: dict[str, Any]) -> list[str]:
