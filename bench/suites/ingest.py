@@ -1,32 +1,30 @@
-"""Ingest benchmark: recording turns through the SDK vs raw aiokafka producing the same records.
+"""Ingest: recording turns through the SDK vs raw aiokafka producing the same records.
 
-    .venv/bin/python bench/ingest.py [--turns 5000] [--batch 10] [--rounds 3]
+    python -m bench ingest [--quick] [--brokers apache,tansu]
 
-Starts an embedded Tansu broker, then alternates rounds of:
+On each broker, alternating which side runs first from round to round:
 - baseline: aiokafka `send()` of pre-encoded TurnRecorded records (same keys, same bytes), one
-  `send_and_wait` barrier per batch, like the SDK;
+  wait for every record of a batch per batch, like the SDK;
 - memstream: `MemoryClient.record()` of the same messages in batches (normalisation, validation,
   event construction and encoding included).
-Reports turns/s for each and the ratio memstream/baseline (median of the rounds).
+Reports turns/s for each (median of the rounds) and the ratio memstream/baseline.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
-import tempfile
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaProducer
 
+from bench.core import Aim, BenchContext, Figure, SuiteResult, alternate, median
 from events.codec import encode
 from events.turns import TurnRecorded
 from memstream.client import MemoryClient
 from memstream.config import load_settings
-from memstream.servers import TansuBroker
 from memstream.topics import ensure_topics
 
 
@@ -83,39 +81,52 @@ async def with_sdk(
         return len(messages) / (time.perf_counter() - started)
 
 
-async def main(turns: int, batch: int, rounds: int) -> None:
-    with tempfile.TemporaryDirectory() as workdir, TansuBroker(workdir) as broker:
-        env = {
-            "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-            "MEMSTREAM_TOPIC_PREFIX": "bench.",
-            "MEMSTREAM_CONFIG": "/dev/null",
-        }
-        settings = load_settings(environ=env)
-        await ensure_topics(settings.kafka)
-        messages = conversation(turns)
-        base, ours = [], []
-        for _ in range(rounds):
-            base.append(
-                await baseline(
-                    broker.bootstrap_servers, settings.kafka.topics.turns, messages, batch
-                )
+BATCH = 10
+
+
+async def measure(bootstrap: str, kind: str, turns: int, rounds: int) -> dict[str, list[float]]:
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "MEMSTREAM_TOPIC_PREFIX": f"bench-ingest-{uuid.uuid4().hex[:8]}.",
+        "MEMSTREAM_CONFIG": "/dev/null",
+    }
+    settings = load_settings(environ=env)
+    await ensure_topics(settings.kafka)
+    messages = conversation(turns)
+    rates: dict[str, list[float]] = {"baseline": [], "memstream": []}
+    for _, baseline_first in alternate(rounds):
+        order = ("baseline", "memstream") if baseline_first else ("memstream", "baseline")
+        for side in order:
+            if side == "baseline":
+                rate = await baseline(bootstrap, settings.kafka.topics.turns, messages, BATCH)
+            else:
+                rate = await with_sdk(env, messages, BATCH)
+            rates[side].append(rate)
+    return rates
+
+
+def run(context: BenchContext) -> SuiteResult:
+    turns, rounds = (1000, 2) if context.quick else (5000, 4)
+    figures, raw = [], {"turns": turns, "batch": BATCH, "rounds": rounds}
+    for kind in context.brokers:
+        bootstrap = context.broker(kind).bootstrap_servers
+        rates = asyncio.run(measure(bootstrap, kind, turns, rounds))
+        raw[kind] = rates
+        figures.append(
+            Figure(
+                "ingest",
+                kind,
+                "turns/s",
+                median(rates["memstream"]),
+                median(rates["baseline"]),
+                "raw aiokafka, same records",
+                Aim(">=", 0.9),
             )
-            ours.append(await with_sdk(env, messages, batch))
-        b, o = statistics.median(base), statistics.median(ours)
-        print(f"turns={turns} batch={batch} rounds={rounds}")
-        print(
-            f"baseline aiokafka : {b:8.0f} turns/s  (rounds: {', '.join(f'{x:.0f}' for x in base)})"
         )
-        print(
-            f"memstream SDK     : {o:8.0f} turns/s  (rounds: {', '.join(f'{x:.0f}' for x in ours)})"
-        )
-        print(f"ratio memstream/baseline: {o / b:.2f}")
+    return SuiteResult(figures, raw)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--turns", type=int, default=5000)
-    parser.add_argument("--batch", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    asyncio.run(main(args.turns, args.batch, args.rounds))
+    from bench.__main__ import main
+
+    raise SystemExit(main(["ingest", *sys.argv[1:]]))

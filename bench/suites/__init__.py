@@ -1,0 +1,1 @@
+"""Benchmark suites: each module has `run(context) -> SuiteResult` (see bench/core.py)."""
