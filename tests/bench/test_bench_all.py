@@ -1,0 +1,41 @@
+"""`python -m bench all --quick`, the CI profile of the benchmarks: every suite runs on the chosen
+brokers and reports its figures (speed is not asserted: the figures are ratios for BENCHMARKS.md,
+and CI machines are noisy)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import SUITES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_quick_profile_runs_every_suite_and_reports_figures(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    brokers = request.config.getoption("--brokers")
+    options = ["--quick", "--brokers", brokers, "--out-dir", str(tmp_path), "--name", "ci"]
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "all", *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    report = json.loads((tmp_path / "ci.json").read_text())
+    errors = {name: s["error"] for name, s in report["suites"].items() if "error" in s}
+    assert not errors, result.stderr[-4000:]
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert list(report["suites"]) == list(SUITES)
+    for name, suite in report["suites"].items():
+        assert suite["figures"], f"{name} reported no figures"
+    table = (tmp_path / "ci.md").read_text()
+    assert table.count("\n| ") >= sum(len(s["figures"]) for s in report["suites"].values())
