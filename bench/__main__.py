@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in filter(None, args.brokers.split(",")):
         if kind not in BROKER_NAMES:
             parser.error(f"unknown broker {kind!r}: choose from {', '.join(BROKER_NAMES)}")
-        brokers.append(kind)  # type: ignore[arg-type]
+        brokers.append(kind)
     if args.suite == "all":
         chosen = [s for s in SUITES if not args.only or s in args.only.split(",")]
     else:

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -107,7 +108,8 @@ async def measure(bootstrap: str, kind: str, turns: int, rounds: int) -> dict[st
 
 def run(context: BenchContext) -> SuiteResult:
     turns, rounds = (1000, 2) if context.quick else (5000, 4)
-    figures, raw = [], {"turns": turns, "batch": BATCH, "rounds": rounds}
+    figures: list[Figure] = []
+    raw: dict[str, Any] = {"turns": turns, "batch": BATCH, "rounds": rounds}
     for kind in context.brokers:
         bootstrap = context.broker(kind).bootstrap_servers
         rates = asyncio.run(measure(bootstrap, kind, turns, rounds))
