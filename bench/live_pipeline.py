@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -102,8 +103,10 @@ def started_pipeline(
         settings = load_settings(environ=env)
         asyncio.run(ensure_topics(settings.kafka))
         pipeline = Pipeline(pipeline_stages(settings), env, workdir / "logs")
+        print(f"   starting the pipeline on {broker} …", file=sys.stderr, flush=True)
         with Stopwatch() as watch:
-            pipeline.start(timeout=240)
+            pipeline.start(timeout=300)
+        print(f"   pipeline ready in {watch.seconds:.0f} s", file=sys.stderr, flush=True)
         try:
             yield LivePipeline(broker, settings, env, pipeline, llm, watch.seconds)
         finally:
@@ -168,10 +171,12 @@ def local_model(size: str, log_dir: Path) -> Iterator[LocalLLMServer]:
     from memstream.local_llm import PROMPT_CACHE
 
     log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"   waiting for {LLAMA_LOCK} …", file=sys.stderr, flush=True)
     with (
         llama_lock(),
         start_local_llm(
             MODELS[size], log_path=log_dir / "local-llm.log", extra_args=PROMPT_CACHE
         ) as server,
     ):
+        print(f"   local model {server.model} ready", file=sys.stderr, flush=True)
         yield server
