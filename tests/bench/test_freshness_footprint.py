@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.request
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.rss import RssSampler, idle_and_peak, tree_rss
 from bench.suites.freshness import Session, conversation, new_token, split
-from bench.timed_llm import TOKEN, busy_seconds, fact_answer, llm_seconds, token_in
+from bench.timed_llm import (
+    TOKEN,
+    TimedLLMServer,
+    busy_seconds,
+    fact_answer,
+    llm_seconds,
+    token_in,
+)
+from tests.support.scripted_llm import ScriptedLLM
 
 
 def test_a_session_token_is_found_in_its_chat_and_embedding_requests() -> None:
@@ -75,3 +87,32 @@ def test_rss_of_this_process_is_sampled_and_a_gone_process_has_none() -> None:
         pass
     assert sampler.samples["me"]
     assert tree_rss(2**22 + 12345) is None
+
+
+def test_the_timed_server_answers_scripted_then_forwards_chat_to_a_real_server(
+    tmp_path: Path,
+) -> None:
+    token = new_token()
+    chat = {"model": "scripted-llm", "messages": [{"role": "user", "content": f"I am {token}"}]}
+    with (
+        ScriptedLLM(default={"facts": ["from upstream"]}) as upstream,
+        TimedLLMServer(tmp_path, chat_delay=0.05) as server,
+    ):
+        scripted = _post(f"{server.base_url}/chat/completions", chat)
+        assert token in scripted["choices"][0]["message"]["content"]
+        with server.forwarding(upstream.base_url, "the-real-model"):
+            forwarded = _post(f"{server.base_url}/chat/completions", chat)
+        assert "from upstream" in forwarded["choices"][0]["message"]["content"]
+        assert upstream.chat_requests[0]["model"] == "the-real-model"
+        entries = server.entries()
+    assert [(e["kind"], e["token"]) for e in entries] == [("chat", token), ("chat", token)]
+    assert entries[0]["end"] - entries[0]["start"] >= 0.05
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
