@@ -178,7 +178,8 @@ def run(context: BenchContext) -> SuiteResult:
     for kind in context.brokers:
         found, raw[kind] = measure_broker(context, kind, idle_seconds, sessions)
         figures += found
-    size = str(context.options.get("local_model", "none"))
+    # The quick (CI) profile runs a local model only in the extraction_time suite.
+    size = "none" if context.quick else str(context.options.get("local_model", "none"))
     missing = local_model_available(size)
     if missing is None:
         local_figures, raw["local_model"] = measure_local_model(context, size, idle_seconds)

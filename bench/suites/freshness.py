@@ -358,7 +358,8 @@ def run(context: BenchContext) -> SuiteResult:
             "summary": summaries,
             "sessions": rows,
         }
-    size = str(context.options.get("local_model", "none"))
+    # The quick (CI) profile runs a local model only in the extraction_time suite.
+    size = "none" if context.quick else str(context.options.get("local_model", "none"))
     missing = local_model_available(size)
     if missing is None:
         local_figures, raw["local_model"] = run_local(context, size)
