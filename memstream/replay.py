@@ -121,40 +121,55 @@ async def _kafka_events(
     await consumer.start()
     events: list[AnyEvent] = []
     try:
-        for topic in (topics.turns, topics.snapshots, topics.memories, topics.dead_letters):
-            for partition in range(kafka.partitions):
-                tp = TopicPartition(topic, partition)
-                for key, value in await _partition(consumer, tp, from_offset, from_time):
-                    event = _readable(topic, topics.turns, topics.snapshots, key, value)
-                    if event is not None:
-                        events.append(event)
+        order = [
+            TopicPartition(topic, partition)
+            for topic in (topics.turns, topics.snapshots, topics.memories, topics.dead_letters)
+            for partition in range(kafka.partitions)
+        ]
+        read = await _partitions(consumer, order, from_offset, from_time)
+        for tp in order:
+            for key, value in read.get(tp, ()):
+                event = _readable(tp.topic, topics.turns, topics.snapshots, key, value)
+                if event is not None:
+                    events.append(event)
     finally:
         await consumer.stop()
     return events
 
 
-async def _partition(
+async def _partitions(
     consumer: AIOKafkaConsumer,
-    tp: TopicPartition,
+    tps: list[TopicPartition],
     from_offset: int | None,
     from_time: datetime | None,
-) -> list[tuple[bytes | None, bytes | None]]:
-    consumer.assign([tp])
+) -> dict[TopicPartition, list[tuple[bytes | None, bytes | None]]]:
+    """Every record of every partition in `tps` from the start position to its end, each in log
+    order. All partitions are fetched together: the end is known when a fetch comes back empty
+    (Tansu's end offsets can be short), so that wait is paid once, not once per partition."""
+    starts: dict[TopicPartition, int | None] = {tp: from_offset for tp in tps}
     if from_time is not None:
-        found = (await consumer.offsets_for_times({tp: int(from_time.timestamp() * 1000)})).get(tp)
-        if found is None or found.timestamp < 0:
-            return []
-        consumer.seek(tp, found.offset)
-    elif from_offset is not None:
-        consumer.seek(tp, from_offset)
-    else:
-        await consumer.seek_to_beginning(tp)
-    end = (await consumer.end_offsets([tp]))[tp]
-    records: list[tuple[bytes | None, bytes | None]] = []
+        stamp = int(from_time.timestamp() * 1000)
+        found = await consumer.offsets_for_times({tp: stamp for tp in tps})
+        starts = {tp: f.offset for tp, f in found.items() if f is not None and f.timestamp >= 0}
+    active = [tp for tp in tps if tp in starts]
+    if not active:
+        return {}
+    consumer.assign(active)
+    for tp in active:
+        start = starts[tp]
+        if start is None:
+            await consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, start)
+    ends = await consumer.end_offsets(active)
+    records: dict[TopicPartition, list[tuple[bytes | None, bytes | None]]] = {
+        tp: [] for tp in active
+    }
     while True:
-        batch = (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
-        records.extend((r.key, r.value) for r in batch)
-        if not batch and await consumer.position(tp) >= end:
+        batches = await consumer.getmany(*active, timeout_ms=500)
+        for tp, batch in batches.items():
+            records[tp].extend((r.key, r.value) for r in batch)
+        if not batches and all([await consumer.position(tp) >= ends[tp] for tp in active]):
             return records
 
 

@@ -10,6 +10,10 @@ through a `Writes`; they never call the driver themselves. Two executors:
   are decided in memory (the database starts empty: the first record to claim a slot holds it),
   and a replay reads turns before snapshots, so a snapshot links its turns without a lookup.
   Inserts that found their id taken are checked for collisions after each batch.
+  Because the database starts empty, the first `insert_once` of an id is a plain insert (an
+  upsert costs several times as much on SecantusDB), a repeat is compared in memory, and a
+  many-document update by a list of ids is sent as one update per id (an `$in` on `_id` scans
+  the collection on SecantusDB): see docs/architecture.md, "Replay".
 """
 
 from __future__ import annotations
@@ -163,10 +167,26 @@ class BulkWrites:
     failed_claims: set[tuple[str, str, str]] = field(default_factory=set)
     collisions: list[str] = field(default_factory=list)
     written: int = 0
+    inserted: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Fingerprint of every document `insert_once` created, by (collection, id)."""
+    upserted: set[tuple[str, Any]] = field(default_factory=set)
+    """(collection, id) of the documents an `update` may have created by upsert."""
+    upserts_anywhere: set[str] = field(default_factory=set)
+    """Collections an upsert by a selector other than `_id` may have created documents in."""
 
     def insert_once(
         self, collection: str, doc_id: str, document: dict[str, Any], fingerprint: str
     ) -> None:
+        held = self.inserted.get((collection, doc_id))
+        if held is not None:  # inserted by this replay: a redelivery, or a collision
+            if held != fingerprint:
+                self.collisions.append(f"{collection} {doc_id!r} already holds other content")
+            return
+        if collection not in self.upserts_anywhere and (collection, doc_id) not in self.upserted:
+            self.inserted[(collection, doc_id)] = fingerprint
+            new = InsertOne({"_id": doc_id, **document, FINGERPRINT: fingerprint})
+            self._queue(collection, _Queued(new))
+            return
         operation = UpdateOne(
             {"_id": doc_id}, {"$setOnInsert": {**document, FINGERPRINT: fingerprint}}, upsert=True
         )
@@ -182,6 +202,17 @@ class BulkWrites:
         many: bool = False,
         collision: str | None = None,
     ) -> None:
+        ids = selector.get("_id")
+        listed = _listed(ids) if many and not upsert and list(selector) == ["_id"] else None
+        if listed is not None:
+            for doc_id in dict.fromkeys(listed):
+                self._queue(collection, _Queued(UpdateOne({"_id": doc_id}, change)))
+            return
+        if upsert:
+            if isinstance(ids, str):
+                self.upserted.add((collection, ids))
+            else:
+                self.upserts_anywhere.add(collection)
         kind = UpdateMany if many else UpdateOne
         self._queue(collection, _Queued(kind(selector, change, upsert=upsert), collision=collision))
 
@@ -251,3 +282,10 @@ class BulkWrites:
                     check_same(self.db[collection], doc_id, fingerprint)
                 except IdCollision as exc:
                     self.collisions.append(str(exc))
+
+
+def _listed(condition: Any) -> list[Any] | None:
+    """The ids of a condition that is exactly `{"$in": [...]}`; None for any other condition."""
+    if isinstance(condition, dict) and list(condition) == ["$in"]:
+        return list(condition["$in"])
+    return None

@@ -396,3 +396,19 @@ def test_a_bulk_replay_reports_a_collision_and_goes_on(db: Db) -> None:
     writes.flush()
     assert writes.collisions == ["turns 't1' already holds other content"]
     assert db["turns"].count_documents({}) == 2
+
+
+def test_a_bulk_replay_inserts_once_over_a_document_an_upsert_created(db: Db) -> None:
+    from projections import BulkWrites
+
+    writes = BulkWrites(db)
+    writes.update("turns", {"_id": "t1"}, {"$set": {"note": "first"}}, upsert=True)
+    writes.insert_once("turns", "t1", {"content": "x"}, "fp")  # the id exists: nothing inserted
+    writes.insert_once("turns", "t2", {"content": "y"}, "fp2")
+    writes.insert_once("turns", "t2", {"content": "y"}, "fp2")  # a redelivery
+    writes.flush()
+    assert writes.collisions == []
+    assert list(db["turns"].find({}, {"_id": 1, "note": 1, "content": 1}).sort("_id")) == [
+        {"_id": "t1", "note": "first"},
+        {"_id": "t2", "content": "y"},
+    ]
