@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, cast
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class TokenCounter(Protocol):
     name: str
 
-    def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> int: ...
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int: ...
 
     def completion_tokens(self, text: str) -> int: ...
 
@@ -51,13 +51,13 @@ class QwenTokens:
         with self._lock:
             return len(self._llama.tokenize(text.encode(), add_bos=False, special=special))
 
-    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+    def render(self, messages: Sequence[Mapping[str, Any]]) -> str:
         plain = [
             {"role": m.get("role", "user"), "content": _text(m.get("content"))} for m in messages
         ]
-        return str(self._format(messages=plain).prompt)
+        return str(self._format(messages=cast(Any, plain)).prompt)
 
-    def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> int:
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         return self.tokens(self.render(messages), special=True)
 
     def completion_tokens(self, text: str) -> int:
@@ -73,7 +73,7 @@ class WordTokens:
 
     name = "approximation: words, numbers, punctuation and CJK characters"
 
-    def prompt_tokens(self, messages: Sequence[dict[str, Any]]) -> int:
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         return sum(4 + self.completion_tokens(_text(m.get("content"))) for m in messages) + 3
 
     def completion_tokens(self, text: str) -> int:

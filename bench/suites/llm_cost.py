@@ -24,7 +24,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import openai
 
@@ -105,7 +105,7 @@ def run_baseline(counter: TokenCounter) -> dict[str, Any]:
         def chat(messages: list[dict[str, str]]) -> str:
             answer = client.chat.completions.create(
                 model=llm.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=cast(Any, messages),
                 response_format={"type": "json_object"},
             )
             return answer.choices[0].message.content or ""
