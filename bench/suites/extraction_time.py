@@ -17,10 +17,10 @@ measured in bench/types_cost-1.5b-cache.json).
 
 The prompt's time is the ``max_tokens=1`` request's (prompt evaluation and one token),
 generation's the bare request's minus that: llama-cpp-python's server does not return
-llama.cpp's ``timings``, and the counters it logs read a prompt evaluation of ~0 ms (they are
-kept in the raw rows, `bench.llama_timings`, but not used). Not included: Kafka, embedding and
-reconciliation (their LLM calls are counted by the llm_cost suite; end to end is the freshness
-suite's).
+llama.cpp's ``timings``, and the counters it logs are not trustworthy (0.07 ms of prompt
+evaluation for a 39-token prompt whose request took 50 s; they are kept in the raw rows,
+`bench.llama_timings`, but not used). Not included: Kafka, embedding and reconciliation (their
+LLM calls are counted by the llm_cost suite; end to end is the freshness suite's).
 """
 
 from __future__ import annotations
