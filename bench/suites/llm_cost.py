@@ -31,15 +31,11 @@ import openai
 
 from bench import per_message_baseline as baseline
 from bench.core import Aim, BenchContext, Figure, SuiteResult
-from bench.cost_conversation import (
-    SESSIONS,
-    USER_ID,
-    ScriptedMemoryModel,
-    all_exchanges,
-    update_decisions,
-)
+from bench.cost_answers import RECONCILE_OPENING, ScriptedMemoryModel, update_decisions
+from bench.cost_conversation import SESSIONS, USER_ID, all_exchanges
 from bench.cost_conversation import turn_count as conversation_turns
 from bench.tokens import TokenCounter, load_token_counter
+from tests.support.extraction_requests import OPENINGS
 from tests.support.pipeline import PipelineHarness
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -64,9 +60,6 @@ def kind_of(request: dict[str, Any]) -> str:
     found = baseline.request_kind(request)
     if found:
         return f"baseline-{found}"
-    from bench.cost_conversation import RECONCILE_OPENING
-    from tests.support.extraction_requests import OPENINGS
-
     first = str((request.get("messages") or [{}])[0].get("content", ""))
     if first.startswith(RECONCILE_OPENING):
         return "reconcile"

@@ -6,7 +6,8 @@ import json
 from collections.abc import Sequence
 
 from bench import per_message_baseline as baseline
-from bench.cost_conversation import Fact, update_decisions
+from bench.cost_answers import update_decisions
+from bench.cost_conversation import Fact
 
 
 def pair(user: str, assistant: str) -> list[dict[str, str]]:
