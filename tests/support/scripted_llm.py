@@ -11,6 +11,10 @@ dependencies) and serves:
   ``base64`` encodings, ``input`` as a string or a list, optional ``dimensions``.
 * ``GET /v1/models``.
 
+Token counts in ``usage`` are words by default; pass ``token_counter`` (anything with
+``prompt_tokens(messages)`` and ``completion_tokens(text)``, e.g. ``bench.tokens.QwenTokens``) to
+count as a real model's tokenizer would.
+
 ``failing`` (an :class:`HTTPFailure`, or ``None``) fails every chat and embeddings request while it
 is set, and ``latency`` slows every answer: outages and slowness that last as long as a test wants.
 
@@ -46,7 +50,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 __all__ = ["HTTPFailure", "Rule", "ScriptedLLM", "embed_text"]
 
@@ -62,6 +66,12 @@ Scope = Literal["all", "last_user"]
 INVALID_JSON = '{"facts": [{"text": "unterminated'
 DEFAULT_DIMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class TokenCounter(Protocol):
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def completion_tokens(self, text: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,7 @@ class _State:
     rules: list[Rule] = field(default_factory=list)
     queue: deque[Response | HTTPFailure] = field(default_factory=deque)
     requests: list[tuple[str, Request]] = field(default_factory=list)
+    usage: list[tuple[Request, dict[str, int]]] = field(default_factory=list)
 
 
 class ScriptedLLM:
@@ -161,8 +172,11 @@ class ScriptedLLM:
         latency: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         self.default = default
+        #: counts the `usage` of chat answers (None: words)
+        self.token_counter = token_counter
         self.model = model
         self.embedding_model = embedding_model
         self.dims = dims
@@ -244,6 +258,12 @@ class ScriptedLLM:
     def chat_requests(self) -> list[Request]:
         with self._lock:
             return [body for path, body in self._state.requests if path == "chat"]
+
+    @property
+    def chat_usage(self) -> list[tuple[Request, dict[str, int]]]:
+        """(request, usage) of every chat request answered (not failed), oldest first."""
+        with self._lock:
+            return list(self._state.usage)
 
     @property
     def embedding_requests(self) -> list[Request]:
@@ -341,8 +361,19 @@ class ScriptedLLM:
         if isinstance(choice, HTTPFailure):
             return choice.status, _error_body(choice)
         content = _to_json_text(choice)
-        prompt_tokens = _count_tokens(all_text(body))
-        completion_tokens = _count_tokens(content)
+        if self.token_counter is not None:
+            prompt_tokens = self.token_counter.prompt_tokens(body.get("messages", []))
+            completion_tokens = self.token_counter.completion_tokens(content)
+        else:
+            prompt_tokens = _count_tokens(all_text(body))
+            completion_tokens = _count_tokens(content)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        with self._lock:
+            self._state.usage.append((body, usage))
         return 200, {
             "id": f"chatcmpl-scripted-{next(self._ids)}",
             "object": "chat.completion",
@@ -357,11 +388,7 @@ class ScriptedLLM:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
     def embeddings(self, body: Request) -> tuple[int, Any]:
