@@ -20,8 +20,16 @@ from handlers.history import state_as_of
 from handlers.messages import ChatMessage
 from handlers.rendering import session_context
 from handlers.search import Filters, SearchMode
-from memstream.search_index import INDEXED_FIELDS, SearchIndex, UserIndex
-from projections.store import MEMORIES, MEMORY_EVENTS, PROFILES, SAVES, SNAPSHOTS, TURNS
+from memstream.search_index import INDEXED_FIELDS, Revision, SearchIndex, UserIndex
+from projections.store import (
+    MEMORIES,
+    MEMORY_EVENTS,
+    MEMORY_WRITES,
+    PROFILES,
+    SAVES,
+    SNAPSHOTS,
+    TURNS,
+)
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
@@ -120,7 +128,7 @@ class ReadModel:
         return found
 
     async def _user_index(self, user_id: str) -> UserIndex:
-        revision = await self._db[MEMORY_EVENTS].count_documents({"user_id": user_id})
+        revision = await self._revision(user_id)
         cached = self._index.cached(user_id, revision)
         if cached is not None:
             return cached
@@ -128,6 +136,16 @@ class ReadModel:
             MEMORIES, {"user_id": user_id, "status": "current"}, INDEXED_FIELDS
         )
         return self._index.store(user_id, UserIndex.built(revision, documents))
+
+    async def _revision(self, user_id: str) -> Revision:
+        """What changes whenever the user's memories may have: the user's write count in
+        `memory_writes` (one lookup by `_id`), or, in a database projected before that count
+        existed, the number of the user's `memory_events` (a scan of them: seconds at 100k on
+        SecantusDB, BENCHMARKS.md "Search")."""
+        writes = await self._db[MEMORY_WRITES].find_one({"_id": user_id}, {"count": 1})
+        if writes is not None:
+            return int(writes.get("count", 0))
+        return f"events:{await self._db[MEMORY_EVENTS].count_documents({'user_id': user_id})}"
 
     # -- short-term memory and audit -----------------------------------------------------------
 

@@ -11,10 +11,13 @@ with (keyword postings, filter columns, the id order), all built once per index.
 linearly with the user's memories (100,000 * 384 float32 = 154 MB per query); the build
 tokenises every text and converts every vector, and is repeated whole after any change.
 
-**Freshness.** A user's index is rebuilt when the number of the user's entries in
-`memory_events` changed since it was built. The projector appends an event's entry after it
-changed the memories, so a changed count means changed memories; a crash between the two is
-repaired when the event is redelivered (until then search may miss that one change).
+**Freshness.** A user's index is rebuilt when the user's revision changed since it was built:
+the user's write count in `memory_writes`, which the projector bumps after each memory event it
+applied (read by `_id`: constant time), or, in a database projected before that count existed,
+the number of the user's entries in `memory_events` (a scan: it cost ~0.8 s per search at 10k
+memories on SecantusDB, BENCHMARKS.md "Search"). Either changes after the memories did; a crash
+between the two is repaired when the event is redelivered (until then search may miss that one
+change).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from handlers.search import (
 )
 
 Document = dict[str, Any]
+Revision = int | str
+"""A user's write count, or "events:<n>" when counted from `memory_events` (they never equal)."""
 INDEXED_FIELDS = {
     "memory_id": 1,
     "version": 1,
@@ -74,7 +79,7 @@ class UserIndex:
     """One user's current memories: their documents (without vectors), vectors by model, and
     what `handlers.search` ranks with — keyword postings, filter columns, the id order."""
 
-    revision: int
+    revision: Revision
     documents: list[Document]
     matrices: dict[str, tuple[Positions, NDArray[np.float32]]]
     """Per embedding model: the positions of its memories and their normalised vectors."""
@@ -84,7 +89,7 @@ class UserIndex:
     """Rank of each position's memory id among the ids: equal scores rank by id."""
 
     @classmethod
-    def built(cls, revision: int, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
+    def built(cls, revision: Revision, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
         kept: list[Document] = []
         vectors: dict[str, tuple[list[int], list[Sequence[float]]]] = {}
         for document in documents:
@@ -164,7 +169,7 @@ class SearchIndex:
     def __init__(self) -> None:
         self._users: dict[str, UserIndex] = {}
 
-    def cached(self, user_id: str, revision: int) -> UserIndex | None:
+    def cached(self, user_id: str, revision: Revision) -> UserIndex | None:
         index = self._users.get(user_id)
         return index if index is not None and index.revision == revision else None
 

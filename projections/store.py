@@ -17,6 +17,11 @@ TURNS = "turns"
 SNAPSHOTS = "snapshots"
 DEAD_LETTERS = "dead_letters"
 SAVES = "saves"
+MEMORY_WRITES = "memory_writes"
+"""Per user (`_id`: the user id), `count`: how many memory events were projected for the user,
+redeliveries included — a change signal for search's in-process index, read by `_id` instead of
+counting `memory_events` (docs/architecture.md, "Search"). Not part of the compared read model:
+a replay counts each event once, the live projector once per delivery."""
 
 INDEXES: dict[str, list[IndexModel]] = {
     MEMORIES: [

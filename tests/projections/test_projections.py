@@ -396,3 +396,17 @@ def test_a_bulk_replay_reports_a_collision_and_goes_on(db: Db) -> None:
     writes.flush()
     assert writes.collisions == ["turns 't1' already holds other content"]
     assert db["turns"].count_documents({}) == 2
+
+
+def test_every_projected_memory_event_bumps_its_users_write_count(db: Db) -> None:
+    events = history()
+    memory_events = [
+        e for e in events if e.event_type in ("MemoryAdded", "MemoryReinforced", "MemoryUpdated")
+    ] + [d for e in events for d in getattr(e, "decisions", ())]
+    for event in events:
+        project(db, event)
+    counted = db["memory_writes"].find_one({"_id": "tim"})
+    assert counted is not None and counted["count"] == len(memory_events) > 0
+    project(db, memory_events[-1])  # a redelivery counts too: the count is a change signal
+    again = db["memory_writes"].find_one({"_id": "tim"})
+    assert again is not None and again["count"] == len(memory_events) + 1
