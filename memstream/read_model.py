@@ -128,24 +128,37 @@ class ReadModel:
         return found
 
     async def _user_index(self, user_id: str) -> UserIndex:
-        revision = await self._revision(user_id)
-        cached = self._index.cached(user_id, revision)
-        if cached is not None:
-            return cached
+        """The user's index, brought up to date: updated with the memories changed since it
+        was built when the user's change feed (`memory_writes`) still lists them all, rebuilt
+        from every current memory otherwise (docs/architecture.md, "Search")."""
+        writes = await self._db[MEMORY_WRITES].find_one({"_id": user_id})
+        revision: Revision
+        if writes is None:  # a database projected before the change feed existed
+            count = await self._db[MEMORY_EVENTS].count_documents({"user_id": user_id})
+            revision = f"events:{count}"
+        else:
+            revision = int(writes.get("count", 0))
+        index = self._index.latest(user_id)
+        if index is not None and index.revision == revision:
+            return index
+        changed = list((writes or {}).get("changed") or [])
+        if (
+            index is not None
+            and isinstance(index.revision, int)
+            and isinstance(revision, int)
+            and 0 < revision - index.revision <= len(changed)
+        ):
+            ids = sorted(set(changed[len(changed) - (revision - index.revision) :]))
+            documents = await self._find(
+                MEMORIES,
+                {"memory_id": {"$in": ids}, "user_id": user_id, "status": "current"},
+                INDEXED_FIELDS,
+            )
+            return self._index.store(user_id, index.updated(revision, ids, documents))
         documents = await self._find(
             MEMORIES, {"user_id": user_id, "status": "current"}, INDEXED_FIELDS
         )
         return self._index.store(user_id, UserIndex.built(revision, documents))
-
-    async def _revision(self, user_id: str) -> Revision:
-        """What changes whenever the user's memories may have: the user's write count in
-        `memory_writes` (one lookup by `_id`), or, in a database projected before that count
-        existed, the number of the user's `memory_events` (a scan of them: seconds at 100k on
-        SecantusDB, BENCHMARKS.md "Search")."""
-        writes = await self._db[MEMORY_WRITES].find_one({"_id": user_id}, {"count": 1})
-        if writes is not None:
-            return int(writes.get("count", 0))
-        return f"events:{await self._db[MEMORY_EVENTS].count_documents({'user_id': user_id})}"
 
     # -- short-term memory and audit -----------------------------------------------------------
 

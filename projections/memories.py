@@ -13,7 +13,7 @@ from typing import Any
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
 from projections.identity import fingerprint_of
 from projections.profiles import apply_profile_fact
-from projections.store import MEMORIES, MEMORY_EVENTS, MEMORY_WRITES
+from projections.store import CHANGES_KEPT, MEMORIES, MEMORY_EVENTS, MEMORY_WRITES
 from projections.writes import Writes
 
 
@@ -120,11 +120,19 @@ def _append_to_log(db: Writes, event: MemoryEvent) -> None:
 
 
 def _count_write(db: Writes, event: MemoryEvent) -> None:
-    """Bump the user's write count after the memories changed. Every delivery counts, a
-    redelivery too: the count only has to change whenever the memories may have (a spurious
-    change costs search one refresh), and a crash before this write is repaired by the
-    redelivery, as for the log entry."""
-    db.update(MEMORY_WRITES, {"_id": event.user_id}, {"$inc": {"count": 1}}, upsert=True)
+    """Bump the user's write count and note the memory, after the memories changed. Every
+    delivery counts, a redelivery too: the count only has to change whenever the memories may
+    have (a spurious change costs search one memory's refresh), and a crash before this write
+    is repaired by the redelivery, as for the log entry."""
+    db.update(
+        MEMORY_WRITES,
+        {"_id": event.user_id},
+        {
+            "$inc": {"count": 1},
+            "$push": {"changed": {"$each": [event.memory_id], "$slice": -CHANGES_KEPT}},
+        },
+        upsert=True,
+    )
 
 
 def _fingerprint(event: MemoryEvent) -> str:
