@@ -7,17 +7,20 @@ user's current memories, their vectors normalised in one float32 matrix per embe
 scored by one matrix-vector product — brute force, exact — beside what `handlers.search` ranks
 with (keyword postings, filter columns, the id order), all built once per index.
 
-**Cost** (bench/search_eval/RESULTS.md): a search reads the whole matrix, so its time grows
-linearly with the user's memories (100,000 * 384 float32 = 154 MB per query); the build
-tokenises every text and converts every vector, and is repeated whole after any change.
+**Cost** (bench/search_eval/RESULTS.md, BENCHMARKS.md "Search"): a search reads the whole
+matrix, so its time grows linearly with the user's memories (100,000 * 384 float32 = 154 MB per
+query). A build tokenises every text and converts every vector; it happens on a user's first
+search in a process, and after more changes than the change feed keeps.
 
-**Freshness.** A user's index is rebuilt when the user's revision changed since it was built:
-the user's write count in `memory_writes`, which the projector bumps after each memory event it
-applied (read by `_id`: constant time), or, in a database projected before that count existed,
-the number of the user's entries in `memory_events` (a scan: it cost ~0.8 s per search at 10k
-memories on SecantusDB, BENCHMARKS.md "Search"). Either changes after the memories did; a crash
-between the two is repaired when the event is redelivered (until then search may miss that one
-change).
+**Freshness.** `ReadModel` reads the user's entry in `memory_writes` by `_id` before each search:
+a write count, which the projector bumps after each memory event it applied, and the memory ids
+of the last 1,000 of those events. When the count moved by no more than the ids kept, the index
+is `updated` with those memories' current versions (fetched by id; only they are tokenised and
+converted), otherwise rebuilt. A database projected before `memory_writes` existed has no entry:
+there the count of the user's `memory_events` decides, as before (a scan: ~0.8 s per search at
+10k memories on SecantusDB) and changes rebuild. Either signal changes after the memories did; a
+crash between the two is repaired when the event is redelivered (until then search may miss that
+one change).
 """
 
 from __future__ import annotations
