@@ -243,6 +243,39 @@ class KeywordIndex:
             np.asarray(frequencies, dtype=np.float64)[order],
         )
 
+    def merged(self, kept: Mask, added: KeywordIndex) -> KeywordIndex:
+        """The postings of the `kept` texts, in their order, then those of `added`'s: what
+        `built` gives for those texts, but for the numbering of the tokens (tokens no text
+        holds any more keep their number, with no postings). Only the added texts are
+        tokenised; the rest is array work."""
+        vocabulary = dict(self.vocabulary)
+        renumbered = np.asarray(
+            [vocabulary.setdefault(token, len(vocabulary)) for token in added.vocabulary],
+            dtype=np.int64,
+        )
+        kept_postings = kept[self.positions]
+        new_position = np.cumsum(kept) - 1
+        by_token = np.concatenate(
+            [
+                np.repeat(np.arange(len(self.vocabulary)), np.diff(self.starts))[kept_postings],
+                renumbered[np.repeat(np.arange(len(added.vocabulary)), np.diff(added.starts))],
+            ]
+        ).astype(np.int64)
+        positions = np.concatenate(
+            [new_position[self.positions[kept_postings]], added.positions + int(kept.sum())]
+        ).astype(np.int64)
+        frequencies = np.concatenate([self.frequencies[kept_postings], added.frequencies])
+        order = np.argsort(by_token, kind="stable")  # positions stay ascending per token
+        starts = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(by_token, minlength=len(vocabulary)), out=starts[1:])
+        return KeywordIndex(
+            np.concatenate([self.lengths[kept], added.lengths]),
+            vocabulary,
+            starts,
+            positions[order],
+            frequencies[order],
+        )
+
     def scores(self, query: str, chosen: Mask) -> Floats:
         """`keyword_scores(query, the chosen texts)`, by position; 0 where not chosen."""
         scores = np.zeros(len(self.lengths), dtype=np.float64)
@@ -280,6 +313,16 @@ class _Codes:
         by_value: dict[Hashable, int] = {}
         codes = [by_value.setdefault(value, len(by_value)) for value in values]
         return cls(np.asarray(codes, dtype=np.int32), by_value)
+
+    def merged(self, kept: Mask, added: _Codes) -> _Codes:
+        """The `kept` codes, then `added`'s, renumbered into one set of values."""
+        by_value = dict(self.by_value)
+        renumbered = np.asarray(
+            [by_value.setdefault(value, len(by_value)) for value in added.by_value],
+            dtype=np.int32,
+        )
+        codes = np.concatenate([self.codes[kept], renumbered[added.codes]]).astype(np.int32)
+        return _Codes(codes, by_value)
 
     def equal(self, value: Hashable) -> Mask:
         code = self.by_value.get(value)
@@ -319,6 +362,18 @@ class FilterColumns:
             category=_Codes.of(d.get("category") for d in documents),
             created=np.asarray([0 if t is None else _micros(t) for t in times], dtype=np.int64),
             dated=np.asarray([t is not None for t in times], dtype=np.bool_),
+        )
+
+    def merged(self, kept: Mask, added: FilterColumns) -> FilterColumns:
+        """The columns of the `kept` memories, then `added`'s."""
+        return FilterColumns(
+            memory_type=self.memory_type.merged(kept, added.memory_type),
+            agent_id=self.agent_id.merged(kept, added.agent_id),
+            subject=self.subject.merged(kept, added.subject),
+            owner=self.owner.merged(kept, added.owner),
+            category=self.category.merged(kept, added.category),
+            created=np.concatenate([self.created[kept], added.created]),
+            dated=np.concatenate([self.dated[kept], added.dated]),
         )
 
     def mask(self, filters: Filters) -> Mask:

@@ -20,8 +20,16 @@ from handlers.history import state_as_of
 from handlers.messages import ChatMessage
 from handlers.rendering import session_context
 from handlers.search import Filters, SearchMode
-from memstream.search_index import INDEXED_FIELDS, SearchIndex, UserIndex
-from projections.store import MEMORIES, MEMORY_EVENTS, PROFILES, SAVES, SNAPSHOTS, TURNS
+from memstream.search_index import INDEXED_FIELDS, Revision, SearchIndex, UserIndex
+from projections.store import (
+    MEMORIES,
+    MEMORY_EVENTS,
+    MEMORY_WRITES,
+    PROFILES,
+    SAVES,
+    SNAPSHOTS,
+    TURNS,
+)
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
@@ -120,10 +128,33 @@ class ReadModel:
         return found
 
     async def _user_index(self, user_id: str) -> UserIndex:
-        revision = await self._db[MEMORY_EVENTS].count_documents({"user_id": user_id})
-        cached = self._index.cached(user_id, revision)
-        if cached is not None:
-            return cached
+        """The user's index, brought up to date: updated with the memories changed since it
+        was built when the user's change feed (`memory_writes`) still lists them all, rebuilt
+        from every current memory otherwise (docs/architecture.md, "Search")."""
+        writes = await self._db[MEMORY_WRITES].find_one({"_id": user_id})
+        revision: Revision
+        if writes is None:  # a database projected before the change feed existed
+            count = await self._db[MEMORY_EVENTS].count_documents({"user_id": user_id})
+            revision = f"events:{count}"
+        else:
+            revision = int(writes.get("count", 0))
+        index = self._index.latest(user_id)
+        if index is not None and index.revision == revision:
+            return index
+        changed = list((writes or {}).get("changed") or [])
+        if (
+            index is not None
+            and isinstance(index.revision, int)
+            and isinstance(revision, int)
+            and 0 < revision - index.revision <= len(changed)
+        ):
+            ids = sorted(set(changed[len(changed) - (revision - index.revision) :]))
+            documents = await self._find(
+                MEMORIES,
+                {"memory_id": {"$in": ids}, "user_id": user_id, "status": "current"},
+                INDEXED_FIELDS,
+            )
+            return self._index.store(user_id, index.updated(revision, ids, documents))
         documents = await self._find(
             MEMORIES, {"user_id": user_id, "status": "current"}, INDEXED_FIELDS
         )

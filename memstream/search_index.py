@@ -7,19 +7,25 @@ user's current memories, their vectors normalised in one float32 matrix per embe
 scored by one matrix-vector product — brute force, exact — beside what `handlers.search` ranks
 with (keyword postings, filter columns, the id order), all built once per index.
 
-**Cost** (bench/search_eval/RESULTS.md): a search reads the whole matrix, so its time grows
-linearly with the user's memories (100,000 * 384 float32 = 154 MB per query); the build
-tokenises every text and converts every vector, and is repeated whole after any change.
+**Cost** (bench/search_eval/RESULTS.md, BENCHMARKS.md "Search"): a search reads the whole
+matrix, so its time grows linearly with the user's memories (100,000 * 384 float32 = 154 MB per
+query). A build tokenises every text and converts every vector; it happens on a user's first
+search in a process, and after more changes than the change feed keeps.
 
-**Freshness.** A user's index is rebuilt when the number of the user's entries in
-`memory_events` changed since it was built. The projector appends an event's entry after it
-changed the memories, so a changed count means changed memories; a crash between the two is
-repaired when the event is redelivered (until then search may miss that one change).
+**Freshness.** `ReadModel` reads the user's entry in `memory_writes` by `_id` before each search:
+a write count, which the projector bumps after each memory event it applied, and the memory ids
+of the last 1,000 of those events. When the count moved by no more than the ids kept, the index
+is `updated` with those memories' current versions (fetched by id; only they are tokenised and
+converted), otherwise rebuilt. A database projected before `memory_writes` existed has no entry:
+there the count of the user's `memory_events` decides, as before (a scan: ~0.8 s per search at
+10k memories on SecantusDB) and changes rebuild. Either signal changes after the memories did; a
+crash between the two is repaired when the event is redelivered (until then search may miss that
+one change).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +44,8 @@ from handlers.search import (
 )
 
 Document = dict[str, Any]
+Revision = int | str
+"""A user's write count, or "events:<n>" when counted from `memory_events` (they never equal)."""
 INDEXED_FIELDS = {
     "memory_id": 1,
     "version": 1,
@@ -74,7 +82,7 @@ class UserIndex:
     """One user's current memories: their documents (without vectors), vectors by model, and
     what `handlers.search` ranks with — keyword postings, filter columns, the id order."""
 
-    revision: int
+    revision: Revision
     documents: list[Document]
     matrices: dict[str, tuple[Positions, NDArray[np.float32]]]
     """Per embedding model: the positions of its memories and their normalised vectors."""
@@ -84,7 +92,7 @@ class UserIndex:
     """Rank of each position's memory id among the ids: equal scores rank by id."""
 
     @classmethod
-    def built(cls, revision: int, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
+    def built(cls, revision: Revision, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
         kept: list[Document] = []
         vectors: dict[str, tuple[list[int], list[Sequence[float]]]] = {}
         for document in documents:
@@ -101,16 +109,55 @@ class UserIndex:
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             matrix /= np.where(norms == 0, 1, norms)
             matrices[model] = (np.asarray(positions, dtype=np.int64), matrix)
-        ids = [str(document.get("memory_id")) for document in kept]
-        tie_order = np.empty(len(kept), dtype=np.int64)
-        tie_order[sorted(range(len(kept)), key=ids.__getitem__)] = np.arange(len(kept))
         return cls(
             revision,
             kept,
             matrices,
             KeywordIndex.built([str(document.get("text") or "") for document in kept]),
             FilterColumns.built(kept),
-            tie_order,
+            _tie_order(kept),
+        )
+
+    def updated(
+        self, revision: Revision, changed: Collection[str], documents: Sequence[Mapping[str, Any]]
+    ) -> UserIndex:
+        """This index after the memories `changed` (ids) changed: their entries dropped, then
+        `documents` — their current versions, if any — appended. Ranks as `built(revision,
+        the same memories)` does (tests/memstream/test_search_index.py); only the appended
+        documents are tokenised and converted."""
+        kept: Mask = np.fromiter(
+            (str(document.get("memory_id")) not in changed for document in self.documents),
+            dtype=np.bool_,
+            count=len(self.documents),
+        )
+        added = UserIndex.built(revision, documents)
+        offset = int(kept.sum())
+        new_position = np.cumsum(kept) - 1
+        matrices: dict[str, tuple[Positions, NDArray[np.float32]]] = {}
+        for model in [*self.matrices, *(m for m in added.matrices if m not in self.matrices)]:
+            position_parts: list[Positions] = []
+            row_parts: list[NDArray[np.float32]] = []
+            if model in self.matrices:
+                positions, matrix = self.matrices[model]
+                rows = kept[positions]
+                position_parts.append(new_position[positions[rows]])
+                row_parts.append(matrix[rows])
+            if model in added.matrices:
+                positions, matrix = added.matrices[model]
+                position_parts.append(positions + offset)
+                row_parts.append(matrix)
+            merged_positions = np.concatenate(position_parts).astype(np.int64)
+            if len(merged_positions):
+                matrices[model] = (merged_positions, np.concatenate(row_parts))
+        documents_now = [d for d, keep in zip(self.documents, kept, strict=True) if keep]
+        documents_now.extend(added.documents)
+        return UserIndex(
+            revision,
+            documents_now,
+            matrices,
+            self.keywords.merged(kept, added.keywords),
+            self.columns.merged(kept, added.columns),
+            _tie_order(documents_now),
         )
 
     def vector_scores(self, query: Sequence[float], model: str) -> tuple[Floats, Mask]:
@@ -158,15 +205,23 @@ class UserIndex:
         ]
 
 
+def _tie_order(documents: Sequence[Mapping[str, Any]]) -> Positions:
+    """Rank of each position's memory id among the ids."""
+    ids = [str(document.get("memory_id")) for document in documents]
+    tie_order = np.empty(len(ids), dtype=np.int64)
+    tie_order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    return tie_order
+
+
 class SearchIndex:
-    """The per-user indexes of one process, rebuilt when a user's memories change."""
+    """The per-user indexes of one process, updated or rebuilt when a user's memories change."""
 
     def __init__(self) -> None:
         self._users: dict[str, UserIndex] = {}
 
-    def cached(self, user_id: str, revision: int) -> UserIndex | None:
-        index = self._users.get(user_id)
-        return index if index is not None and index.revision == revision else None
+    def latest(self, user_id: str) -> UserIndex | None:
+        """The user's index, whatever its revision."""
+        return self._users.get(user_id)
 
     def store(self, user_id: str, index: UserIndex) -> UserIndex:
         self._users[user_id] = index

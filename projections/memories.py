@@ -13,7 +13,7 @@ from typing import Any
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
 from projections.identity import fingerprint_of
 from projections.profiles import apply_profile_fact
-from projections.store import MEMORIES, MEMORY_EVENTS
+from projections.store import CHANGES_KEPT, MEMORIES, MEMORY_EVENTS, MEMORY_WRITES
 from projections.writes import Writes
 
 
@@ -23,7 +23,8 @@ def version_id(memory_id: str, version: int) -> str:
 
 
 def project_memory_event(db: Writes, event: MemoryEvent) -> None:
-    """Apply one memory event to `memories` and `profiles`, then append it to `memory_events`."""
+    """Apply one memory event to `memories` and `profiles`, append it to `memory_events`, then
+    count the write in `memory_writes` (search's change signal)."""
     if isinstance(event, MemoryAdded | MemoryUpdated):
         _insert_version(db, event)
         apply_profile_fact(db, event)
@@ -32,6 +33,7 @@ def project_memory_event(db: Writes, event: MemoryEvent) -> None:
     if isinstance(event, MemoryReinforced):
         _reinforce(db, event)
     _append_to_log(db, event)
+    _count_write(db, event)
 
 
 def _evidence(event: MemoryEvent) -> dict[str, Any]:
@@ -115,6 +117,22 @@ def _append_to_log(db: Writes, event: MemoryEvent) -> None:
         "event": event.model_dump(mode="json"),
     }
     db.insert_once(MEMORY_EVENTS, event.event_id, entry, _fingerprint(event))
+
+
+def _count_write(db: Writes, event: MemoryEvent) -> None:
+    """Bump the user's write count and note the memory, after the memories changed. Every
+    delivery counts, a redelivery too: the count only has to change whenever the memories may
+    have (a spurious change costs search one memory's refresh), and a crash before this write
+    is repaired by the redelivery, as for the log entry."""
+    db.update(
+        MEMORY_WRITES,
+        {"_id": event.user_id},
+        {
+            "$inc": {"count": 1},
+            "$push": {"changed": {"$each": [event.memory_id], "$slice": -CHANGES_KEPT}},
+        },
+        upsert=True,
+    )
 
 
 def _fingerprint(event: MemoryEvent) -> str:

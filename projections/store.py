@@ -17,6 +17,13 @@ TURNS = "turns"
 SNAPSHOTS = "snapshots"
 DEAD_LETTERS = "dead_letters"
 SAVES = "saves"
+MEMORY_WRITES = "memory_writes"
+"""Per user (`_id`: the user id): `count`, how many memory events were projected for the user,
+redeliveries included, and `changed`, the memory ids of the last `CHANGES_KEPT` of them, in
+order — search's change feed: its in-process index reads this by `_id` and updates only those
+memories (docs/architecture.md, "Search"). Not part of the compared read model: a replay counts
+each event once, the live projector once per delivery."""
+CHANGES_KEPT = 1000
 
 INDEXES: dict[str, list[IndexModel]] = {
     MEMORIES: [

@@ -412,3 +412,17 @@ def test_a_bulk_replay_inserts_once_over_a_document_an_upsert_created(db: Db) ->
         {"_id": "t1", "note": "first"},
         {"_id": "t2", "content": "y"},
     ]
+
+
+def test_every_projected_memory_event_bumps_its_users_write_count(db: Db) -> None:
+    events = history()
+    memory_events = [
+        e for e in events if e.event_type in ("MemoryAdded", "MemoryReinforced", "MemoryUpdated")
+    ] + [d for e in events for d in getattr(e, "decisions", ())]
+    for event in events:
+        project(db, event)
+    counted = db["memory_writes"].find_one({"_id": "tim"})
+    assert counted is not None and counted["count"] == len(memory_events) > 0
+    project(db, memory_events[-1])  # a redelivery counts too: the count is a change signal
+    again = db["memory_writes"].find_one({"_id": "tim"})
+    assert again is not None and again["count"] == len(memory_events) + 1

@@ -1,0 +1,109 @@
+"""`UserIndex.updated`: an index updated with changed memories ranks exactly as one rebuilt from
+the same memories (ids and all three scores, every mode, with filters)."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from handlers.search import Filters, SearchMode
+from memstream.search_index import UserIndex
+
+CREATED = datetime(2026, 11, 30, tzinfo=UTC)
+WORDS = ["the", "user", "tea", "coffee", "works", "at", "stripe", "lives", "porto", "john"]
+MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
+FILTERS = [
+    Filters(),
+    Filters(types=["semantic", "episodic"]),
+    Filters(subject="JOHN", agent_id="bot"),
+    Filters(owner="user", category="food", since=CREATED + timedelta(minutes=3)),
+    Filters(until=CREATED + timedelta(minutes=4)),
+]
+
+
+def memory(rng: random.Random, memory_id: str) -> dict[str, Any]:
+    """A current memory with random fields; embedded by model a (6-d), b (4-d) or not at all."""
+    if rng.random() < 0.6:
+        text = " ".join(rng.choices(WORDS, k=rng.randint(2, 8)))
+    else:
+        text = "".join(rng.choices("用户喜欢喝绿茶咖啡住在里斯本", k=rng.randint(2, 10)))
+    model, dimension = rng.choice([("a", 6), ("a", 6), ("b", 4), ("", 0)])
+    return {
+        "memory_id": memory_id,
+        "version": rng.randint(1, 3),
+        "memory_type": rng.choice(["semantic", "episodic", "procedural", "taxonomic"]),
+        "user_id": "u",
+        "agent_id": rng.choice([None, "bot"]),
+        "subject": rng.choice(["the user", "John", "anna"]),
+        "owner": rng.choice(["user", "agent"]),
+        "category": rng.choice([None, "food", f"c{rng.randrange(20)}"]),
+        "text": text,
+        "created_at": CREATED + timedelta(minutes=rng.randint(0, 9)),
+        "embedding": [round(rng.gauss(0, 1), 2) for _ in range(dimension)],
+        "embedding_model": model,
+    }
+
+
+def rankings(index: UserIndex, rng: random.Random) -> list[list[tuple[Any, ...]]]:
+    found = []
+    for _ in range(15):
+        query = rng.choice(["the user", "tea at stripe", "用户喝咖啡", "john porto", "x", ""])
+        model, dimension = rng.choice([("a", 6), ("b", 4), ("a", 4), ("missing", 6)])
+        vector = [rng.gauss(0, 1) for _ in range(dimension)]
+        for mode in MODES:
+            hits = index.search(
+                query,
+                vector,
+                model,
+                mode=mode,
+                limit=rng.choice([1, 5, 10, 400]),
+                filters=rng.choice(FILTERS),
+            )
+            found.append(
+                [
+                    (
+                        index.documents[h.position]["memory_id"],
+                        index.documents[h.position]["text"],
+                        h.score,
+                        h.vector_score,
+                        h.keyword_score,
+                    )
+                    for h in hits
+                ]
+            )
+    return found
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_an_updated_index_ranks_exactly_as_one_rebuilt_from_the_same_memories(seed: int) -> None:
+    rng = random.Random(seed)
+    current = {f"m{i:03d}": memory(rng, f"m{i:03d}") for i in range(rng.choice([0, 3, 40, 200]))}
+    index = UserIndex.built(0, list(current.values()))
+    for revision in range(1, 6):
+        changed = set(rng.sample(sorted(current), k=min(len(current), rng.randint(0, 15))))
+        changed |= {f"n{revision}-{i}" for i in range(rng.randint(0, 10))}  # new memories
+        for memory_id in sorted(changed):
+            if memory_id in current and rng.random() < 0.4:
+                del current[memory_id]  # superseded without a successor, or gone
+            else:
+                current[memory_id] = memory(rng, memory_id)  # added, or a new version
+        documents = [current[i] for i in sorted(changed) if i in current]
+        index = index.updated(revision, changed, documents)
+        shuffled = list(current.values())
+        rng.shuffle(shuffled)  # the database's order is not the index's
+        rebuilt = UserIndex.built(revision, shuffled)
+        assert sorted(d["memory_id"] for d in index.documents) == sorted(current)
+        assert all("embedding" not in d for d in index.documents)
+        queries = random.Random(seed * 100 + revision)
+        assert rankings(index, queries) == rankings(rebuilt, random.Random(seed * 100 + revision))
+
+
+def test_updating_with_nothing_changed_keeps_every_ranking() -> None:
+    rng = random.Random(5)
+    index = UserIndex.built(1, [memory(rng, f"m{i}") for i in range(50)])
+    again = index.updated(2, set(), [])
+    assert rankings(again, random.Random(1)) == rankings(index, random.Random(1))
+    assert again.revision == 2
