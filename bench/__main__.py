@@ -2,6 +2,7 @@
 
     python -m bench all [--quick] [--brokers apache,tansu] [--only ingest,window] [--update-docs]
     python -m bench ingest            # one suite
+    python -m bench table bench/results/window-2026-11-30.json ... [--update-docs]
 
 Writes ``bench/results/<name>.json`` (every figure and each suite's raw numbers) and
 ``bench/results/<name>.md`` (the table); ``--update-docs`` also puts the table into
@@ -24,7 +25,7 @@ from typing import Any
 
 from bench.core import BROKER_NAMES, BenchContext, BrokerKind, SuiteResult, bench_context
 from bench.machine import machine
-from bench.report import render_markdown, splice_into
+from bench.report import render_markdown, render_runs, splice_into
 
 SUITES: tuple[str, ...] = (
     "ingest",
@@ -71,7 +72,28 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def join_runs(argv: list[str]) -> int:
+    """`table FILES... [--update-docs]`: one table of earlier runs' figures, in suite order."""
+    parser = argparse.ArgumentParser(prog="python -m bench table")
+    parser.add_argument("reports", type=Path, nargs="+")
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    runs = [(json.loads(path.read_text()), _shown(path)) for path in args.reports]
+
+    def first_suite(run: tuple[dict[str, Any], str]) -> int:
+        return min((SUITES.index(s) for s in run[0]["suites"] if s in SUITES), default=99)
+
+    text = render_runs(sorted(runs, key=first_suite))
+    print(text)
+    if args.update_docs:
+        BENCHMARKS_MD.write_text(splice_into(BENCHMARKS_MD.read_text(), text))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments[:1] == ["table"]:
+        return join_runs(arguments[1:])
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("suite", choices=("all", *SUITES))
     parser.add_argument("--quick", action="store_true", help="the CI profile: a few minutes")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.core import Aim, Figure, alternate, percentile
-from bench.report import END, START, render_markdown, splice_into
+from bench.report import END, START, render_markdown, render_runs, splice_into
 
 
 def test_ratio_is_ours_over_baseline_and_aim_decides_met() -> None:
@@ -75,3 +75,13 @@ def test_splice_replaces_only_the_marked_block() -> None:
 def test_splice_appends_a_marked_block_when_there_is_none() -> None:
     spliced = splice_into("# Benchmarks\n", "table\n")
     assert spliced == f"# Benchmarks\n\n{START}\ntable\n{END}\n"
+
+
+def test_a_table_of_several_runs_describes_each_run_and_keeps_every_figure() -> None:
+    ingest = Figure("ingest", "apache", "turns/s", 950.0, 1000.0, "raw aiokafka", Aim(">=", 0.9))
+    first, second = report_with([ingest]), report_with([ingest])
+    second["suites"] = {"window": second["suites"].pop("ingest")}
+    table = render_runs([(first, "a.json"), (second, "b.json")])
+    assert "- ingest: `python -m bench all --quick`" in table and "`a.json`" in table
+    assert "- window: " in table and "`b.json`" in table
+    assert table.count("| ingest | apache |") == 2
