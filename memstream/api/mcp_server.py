@@ -14,7 +14,10 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
+from handlers.identity import Refused
+from handlers.messages import InvalidMessageError
 from memstream.api.auth import Caller, authenticated
 from memstream.client import MemoryClient
 from memstream.config import Settings
@@ -43,12 +46,13 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
         """Record messages ({"role": "user"|"assistant"|..., "content": ...}) of a session.
         Knowledge is extracted later; `end_session` promotes the session now. A service-account
         key ignores `user_id` (its memory is its own)."""
-        caller = await caller_of(ctx)
-        user = await caller.user(user_id)
-        turns = await caller.memory.record(user, session_id, messages)
-        if end_session:
-            await caller.memory.flush(user, session_id)
-        return {"user_id": user, "turn_ids": [t.event_id for t in turns]}
+        async with _refusals_as_tool_errors():
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
+            turns = await caller.memory.record(user, session_id, messages)
+            if end_session:
+                await caller.memory.flush(user, session_id)
+            return {"user_id": user, "turn_ids": [t.event_id for t in turns]}
 
     @server.tool()
     async def recall(
@@ -61,8 +65,9 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
     ) -> dict[str, Any]:
         """What memstream knows that answers `query`: a prompt-ready context block (profile,
         relevant memories, the session so far) or, with mode="search", the ranked memories."""
-        caller = await caller_of(ctx)
-        user = await caller.user(user_id)
+        async with _refusals_as_tool_errors():
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
         if mode == "search":
             found = await caller.memory.search(user, query, limit=max(1, min(limit, 100)))
             memories = [
@@ -79,6 +84,16 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
         return {"user_id": user, "context": block}
 
     return server
+
+
+@asynccontextmanager
+async def _refusals_as_tool_errors() -> AsyncIterator[None]:
+    """A refused key or user, or a bad message, is told to the client (other errors are not:
+    the MCP server reports them without their text)."""
+    try:
+        yield
+    except (InvalidKey, Refused, InvalidMessageError) as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def http_caller(state: Any) -> CallerOf:
