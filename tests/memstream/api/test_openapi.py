@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, given, settings
 
 from tests.support.api import ServedApi
@@ -35,7 +36,9 @@ def test_the_api_answers_as_its_openapi_document_says(api: ServedApi) -> None:
             database=None,
         )
         def answers_as_documented(case: Any) -> None:
-            case.call_and_validate(headers=headers)
+            # A schema-valid body may still break a rule the schema cannot say (a message's
+            # role and content, the speaker-name rules): a documented 422, not a failure.
+            case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 
         answers_as_documented()
         checked.append(operation.label)
