@@ -187,8 +187,9 @@ def main() -> int:
             (Path(scratch) / "none.yaml").write_text("# environment only\n")
             settings = load_settings(environ=environment)
             asyncio.run(ensure_topics(settings.kafka))
-            with MongoClient(mongo.uri) as client:
-                client[settings.mongodb.database]["memories"].insert_many(
+            database: MongoClient[dict[str, Any]] = MongoClient(mongo.uri)
+            with database:
+                database[settings.mongodb.database]["memories"].insert_many(
                     memories(llm.embedding_model)
                 )
             key = asyncio.run(_key(settings))
