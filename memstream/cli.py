@@ -163,7 +163,7 @@ def _up(args: argparse.Namespace) -> int:
             api = _api_server(running, args.http_port)
             if api is not None:
                 print(
-                    f"HTTP API: {api.url}/v1 (OpenAPI: {api.url}/openapi.json, MCP: {api.url}/mcp)"
+                    f"HTTP API: {api.url}/v1 (OpenAPI: {api.url}/openapi.json, MCP: {api.url}/mcp/)"
                 )
             print("Press Ctrl-C to stop.", flush=True)
             try:
