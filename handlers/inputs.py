@@ -13,6 +13,7 @@ from events.codec import AnyEvent, EventDecodeError, decode
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
+from handlers.identity import principal_problem
 
 TurnsTopicEvent = TurnRecorded | SessionFlushRequested | SessionIdled
 SnapshotsTopicEvent = SnapshotPromoted | MemorySaveRequested
@@ -29,6 +30,8 @@ def read_turns_record(key: bytes | None, value: bytes | None) -> TurnsTopicEvent
     if not isinstance(event, TurnsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the turns topic")
     _check_key(key, event.key)
+    if isinstance(event, TurnRecorded):
+        _check_principal(event.user_id, event)
     return event
 
 
@@ -38,6 +41,8 @@ def read_snapshots_record(key: bytes | None, value: bytes | None) -> SnapshotsTo
     if not isinstance(event, SnapshotsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the snapshots topic")
     _check_key(key, event.key)
+    if isinstance(event, MemorySaveRequested):
+        _check_principal(event.user_id, event)
     return event
 
 
@@ -62,3 +67,10 @@ def _decoded(value: bytes | None) -> AnyEvent:
 def _check_key(key: bytes | None, expected: str) -> None:
     if key != expected.encode():
         raise InvalidRecord(f"record key {key!r} is not {expected!r}")
+
+
+def _check_principal(user_id: str, event: TurnRecorded | MemorySaveRequested) -> None:
+    # The principal recorded on the event is the only identity the pipeline trusts
+    # (docs/architecture.md, "Identity").
+    if problem := principal_problem(user_id, event.principal):
+        raise InvalidRecord(problem)

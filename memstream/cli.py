@@ -10,8 +10,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstream.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from memstream.api.serving import ApiServer
 
 log = logging.getLogger("memstream")
 
@@ -46,7 +50,24 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the log in memory (Tansu) and the database in a throwaway folder: "
         "everything is gone when up stops (tests, demos)",
     )
+    up.add_argument(
+        "--http-port",
+        type=int,
+        help="also serve the HTTP API and MCP server on this port (0: a free one; "
+        "default: http.port / MEMSTREAM_HTTP_PORT, unset: no API)",
+    )
     up.set_defaults(run=_up)
+
+    serve = commands.add_parser("serve", help="serve the HTTP API and MCP server")
+    serve.add_argument("--host", help="default: http.host (127.0.0.1)")
+    serve.add_argument("--port", type=int, help="default: http.port, else 8080")
+    serve.set_defaults(run=_serve)
+
+    mcp = commands.add_parser("mcp", help="the MCP server over stdio, acting with an API key")
+    mcp.add_argument(
+        "--key-env", default="MEMSTREAM_API_KEY", help="the variable holding the API key"
+    )
+    mcp.set_defaults(run=_mcp)
 
     demo = commands.add_parser("demo", help="feed a sample conversation and print its memories")
     demo.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for memories")
@@ -69,10 +90,12 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_config_validate)
 
     from memstream.dlq import register as register_dlq
+    from memstream.key_commands import register as register_keys
     from memstream.read_commands import register
 
     register(commands)
     register_dlq(commands)
+    register_keys(commands)
     return parser
 
 
@@ -123,7 +146,7 @@ def _up(args: argparse.Namespace) -> int:
             observe_children(record),
             running_pipeline(
                 settings, log_dir=settings.data_dir / "logs", ephemeral=args.ephemeral
-            ) as (_, infra, pipeline),
+            ) as (running, infra, pipeline),
         ):
             record.describe(
                 log=infra.log,
@@ -137,16 +160,54 @@ def _up(args: argparse.Namespace) -> int:
             print("memstream is running. Point the SDK at it with:")
             print(f"  export KAFKA_BOOTSTRAP_SERVERS={infra.bootstrap_servers}")
             print(f"  export MONGODB_URI={infra.mongodb_uri}")
+            api = _api_server(running, args.http_port)
+            if api is not None:
+                print(
+                    f"HTTP API: {api.url}/v1 (OpenAPI: {api.url}/openapi.json, MCP: {api.url}/mcp/)"
+                )
             print("Press Ctrl-C to stop.", flush=True)
             try:
                 Supervisor(pipeline).run()  # restarts crashed stages; raises when one keeps failing
             except KeyboardInterrupt:
                 print("\nstopping …", file=sys.stderr)
+            finally:
+                if api is not None:
+                    api.stop()
     except (StageFailed, JavaNotFound, KafkaJarsError) as exc:
         print(f"memstream: {exc}", file=sys.stderr)
         return 1
     finally:
         record.release()
+    return 0
+
+
+def _api_server(settings: Settings, port: int | None) -> ApiServer | None:
+    """The HTTP API in a thread of `up`, when a port is asked for."""
+    port = settings.http.port if port is None else port
+    if port is None:
+        return None
+    from memstream.api.serving import ApiServer
+
+    return ApiServer(settings, settings.http.host, port).start()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memstream.api.serving import serve
+
+    settings = _settings()
+    port = args.port if args.port is not None else (settings.http.port or 8080)
+    serve(settings, args.host or settings.http.host, port)
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from memstream.api.mcp_server import run_stdio
+
+    key = os.environ.get(args.key_env)
+    if not key:
+        print(f"memstream: {args.key_env} is not set (an API key)", file=sys.stderr)
+        return 2
+    asyncio.run(run_stdio(_settings(), key))
     return 0
 
 

@@ -13,9 +13,11 @@ same calls to code without an event loop.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -38,6 +40,15 @@ log = logging.getLogger(__name__)
 Document = dict[str, Any]
 
 
+@dataclass
+class _Connections:
+    """What a client and its `acting_as` views share: opened once, closed by the client."""
+
+    producer: EventProducer
+    reads: ReadModel | None = None
+    embedder: Embedder | None = None
+
+
 class MemoryClient:
     """Records conversations and reads memories for explicit `user_id`/`session_id` pairs."""
 
@@ -58,9 +69,8 @@ class MemoryClient:
         self._clock = clock
         self._new_id = new_id
         self._topics = settings.kafka.topics
-        self._producer = EventProducer(settings.kafka)
-        self._reads: ReadModel | None = None
-        self._embedder = embedder
+        self._shared = _Connections(EventProducer(settings.kafka), embedder=embedder)
+        self._owner = True
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -79,10 +89,24 @@ class MemoryClient:
         await self._producer.start()
 
     async def close(self) -> None:
+        """Disconnect (a view made by `acting_as` leaves that to the client it came from)."""
+        if not self._owner:
+            return
         await self._producer.stop()
-        if self._reads is not None:
-            await self._reads.close()
-            self._reads = None
+        if self._shared.reads is not None:
+            await self._shared.reads.close()
+            self._shared.reads = None
+
+    def acting_as(self, principal: Principal, *, deployed_agent: bool = False) -> MemoryClient:
+        """This client's calls on behalf of `principal`, recorded on every turn and save: the
+        same producer, read model and embedder (the HTTP API makes one per request; see
+        docs/architecture.md, "HTTP API and keys"). Closing the view closes nothing."""
+        view = copy.copy(self)
+        view.principal = principal
+        view.deployed_agent = deployed_agent
+        view.ignored_user_ids = 0
+        view._owner = False
+        return view
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -308,21 +332,27 @@ class MemoryClient:
     # -- internals -----------------------------------------------------------------------------
 
     @property
+    def _producer(self) -> EventProducer:
+        return self._shared.producer
+
+    @property
     def _read(self) -> ReadModel:
-        if self._reads is None:
+        if self._shared.reads is None:
             if not self.settings.mongodb.uri:
                 raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
-            self._reads = ReadModel(self.settings.mongodb.uri, self.settings.mongodb.database)
-        return self._reads
+            self._shared.reads = ReadModel(
+                self.settings.mongodb.uri, self.settings.mongodb.database
+            )
+        return self._shared.reads
 
     async def _query_embedder(self) -> Embedder:
-        if self._embedder is None:
+        if self._shared.embedder is None:
             from memstream.providers import embedder
 
-            self._embedder = await asyncio.to_thread(
+            self._shared.embedder = await asyncio.to_thread(
                 embedder, self.settings.embedding, self.settings.llm
             )
-        return self._embedder
+        return self._shared.embedder
 
     def _memory_user(self, user_id: str) -> str:
         scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)

@@ -24,6 +24,8 @@ Environment variables (they win over the file):
 | MEMSTREAM_MAX_TURN_CHARS | limits.max_turn_chars (SDK refusal, window dead letter) |
 | MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION | limits.max_memories_per_extraction |
 | MEMSTREAM_MAX_LLM_ANSWER_BYTES | limits.max_llm_answer_bytes |
+| MEMSTREAM_HTTP_HOST, MEMSTREAM_HTTP_PORT | http.host, http.port (`up` serves the API when set) |
+| MEMSTREAM_HTTP_MAX_BODY_BYTES | http.max_body_bytes |
 | MEMSTREAM_DATA_DIR | data_dir |
 """
 
@@ -179,6 +181,17 @@ class LimitsSettings(_Section):
     """Bytes of an extraction answer that are parsed; a longer answer is an invalid answer."""
 
 
+class HttpSettings(_Section):
+    """The HTTP API and MCP server (`memstream serve`; `memstream up` with a port)."""
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=0, le=65535)
+    """`memstream up` serves the API on this port when set (0: a free port); `serve` defaults
+    to 8080."""
+    max_body_bytes: int = Field(default=MAX_EVENT_BYTES, ge=1024, le=64 * MAX_EVENT_BYTES)
+    """Requests with a larger body are refused (413) before they are read."""
+
+
 class MemorySettings(_Section):
     extraction: ExtractionSettings = ExtractionSettings()
     reconcile: ReconcileSettings = ReconcileSettings()
@@ -194,6 +207,7 @@ class Settings(_Section):
     window: WindowSettings = WindowSettings()
     memory: MemorySettings = MemorySettings()
     limits: LimitsSettings = LimitsSettings()
+    http: HttpSettings = HttpSettings()
     data_dir: Path = Path(".memstream")
 
 
@@ -228,6 +242,9 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),
     "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
+    "MEMSTREAM_HTTP_HOST": ("http", "host"),
+    "MEMSTREAM_HTTP_PORT": ("http", "port"),
+    "MEMSTREAM_HTTP_MAX_BODY_BYTES": ("http", "max_body_bytes"),
     "MEMSTREAM_DATA_DIR": ("data_dir",),
 }
 """Environment variable -> setting path. Later entries win (MEMSTREAM_ over the MONGOMEM_ alias)."""

@@ -59,3 +59,17 @@ def test_only_result_records_are_read_as_results() -> None:
     assert read_result_record(b"u1", encode(f.memory_added())) is None
     with pytest.raises(InvalidRecord):
         read_result_record(b"u1", b"{}")
+
+
+def test_a_turn_recorded_by_a_service_account_for_another_user_is_refused() -> None:
+    account = f.principal("service_account", "sa-1")
+    own = f.turn(user_id="sa-1", principal=account)
+    assert read_turns_record(b"sa-1|s1", encode(own)) == own
+    with pytest.raises(InvalidRecord, match="cannot record for user 'u1'"):
+        read_turns_record(b"u1|s1", encode(f.turn(principal=account)))
+
+
+def test_a_save_requested_by_a_service_account_for_another_user_is_refused() -> None:
+    account = f.principal("service_account", "sa-1")
+    with pytest.raises(InvalidRecord, match="cannot record for user 'u1'"):
+        read_snapshots_record(b"u1", encode(f.save_request(principal=account)))

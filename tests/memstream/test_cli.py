@@ -56,3 +56,10 @@ def test_schema_export_writes_one_schema_per_event(tmp_path: Path) -> None:
         "content" in turn["properties"]
         and turn["properties"]["event_type"]["const"] == "TurnRecorded"
     )
+
+
+def test_up_serves_no_http_api_unless_a_port_is_set() -> None:
+    from memstream.cli import _api_server
+    from memstream.config import load_settings
+
+    assert _api_server(load_settings(environ={}), None) is None

@@ -1,0 +1,132 @@
+"""The MCP server: tools `remember` and `recall`, scoped by an API key.
+
+Over streamable HTTP (mounted at ``/mcp`` of the API) the key is the request's
+``Authorization: Bearer`` header; over stdio (`memstream mcp`) it is the key the server was
+started with (``MEMSTREAM_API_KEY``). Either way every tool call authenticates the key again (a
+revoked key is refused at once) and goes through the same `Caller` as the HTTP endpoints, so the
+key's grant decides the memory user (docs/architecture.md, "HTTP API and keys").
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from handlers.identity import Refused
+from handlers.messages import InvalidMessageError
+from memstream.api.auth import Caller, authenticated
+from memstream.client import MemoryClient
+from memstream.config import Settings
+from memstream.keys import InvalidKey, KeyStore
+
+CallerOf = Callable[[Context], Awaitable[Caller]]
+
+
+def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
+    """An MCP server whose tools act for the caller `caller_of` finds for each call."""
+    server: MCPServer = MCPServer(
+        "memstream",
+        instructions="Long-term memory: `remember` a conversation's messages, `recall` what "
+        "was learned about the user.",
+        **options,
+    )
+
+    @server.tool()
+    async def remember(
+        session_id: str,
+        messages: list[dict[str, Any]],
+        ctx: Context,
+        user_id: str | None = None,
+        end_session: bool = False,
+    ) -> dict[str, Any]:
+        """Record messages ({"role": "user"|"assistant"|..., "content": ...}) of a session.
+        Knowledge is extracted later; `end_session` promotes the session now. A service-account
+        key ignores `user_id` (its memory is its own)."""
+        async with _refusals_as_tool_errors():
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
+            turns = await caller.memory.record(user, session_id, messages)
+            if end_session:
+                await caller.memory.flush(user, session_id)
+            return {"user_id": user, "turn_ids": [t.event_id for t in turns]}
+
+    @server.tool()
+    async def recall(
+        query: str,
+        ctx: Context,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        mode: Literal["context", "search"] = "context",
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """What memstream knows that answers `query`: a prompt-ready context block (profile,
+        relevant memories, the session so far) or, with mode="search", the ranked memories."""
+        async with _refusals_as_tool_errors():
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
+        if mode == "search":
+            found = await caller.memory.search(user, query, limit=max(1, min(limit, 100)))
+            memories = [
+                {
+                    "memory_id": m["memory_id"],
+                    "memory_type": m["memory_type"],
+                    "text": m["text"],
+                    "score": float(m["score"]),
+                }
+                for m in found
+            ]
+            return {"user_id": user, "memories": memories}
+        block = await caller.memory.build_context(user, query, session_id=session_id)
+        return {"user_id": user, "context": block}
+
+    return server
+
+
+@asynccontextmanager
+async def _refusals_as_tool_errors() -> AsyncIterator[None]:
+    """A refused key or user, or a bad message, is told to the client (other errors are not:
+    the MCP server reports them without their text)."""
+    try:
+        yield
+    except (InvalidKey, Refused, InvalidMessageError) as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def http_caller(state: Any) -> CallerOf:
+    """Callers from the HTTP request's bearer key (`state`: the API's `app.state`)."""
+
+    async def caller_of(ctx: Context) -> Caller:
+        header = (ctx.headers or {}).get("authorization", "")
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not key:
+            raise InvalidKey("an API key is required: Authorization: Bearer <key>")
+        return await authenticated(state.keys, state.memory, key.strip())
+
+    return caller_of
+
+
+async def run_stdio(settings: Settings, key: str) -> None:
+    """`memstream mcp`: the MCP server over stdio, acting with `key`."""
+    if not settings.mongodb.uri:
+        raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
+    memory = MemoryClient(settings)
+    keys = KeyStore(settings.mongodb.uri, settings.mongodb.database)
+
+    async def caller_of(ctx: Context) -> Caller:
+        return await authenticated(keys, memory, key)
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[None]:
+        await keys.authenticate(key)  # refuse to start with a bad key
+        await memory.start()
+        try:
+            yield None
+        finally:
+            await memory.close()
+            await keys.close()
+
+    await build_mcp(caller_of, lifespan=lifespan).run_stdio_async()

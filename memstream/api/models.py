@@ -1,0 +1,127 @@
+"""Request and response bodies of the HTTP API (their JSON Schemas are the OpenAPI document's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from events.base import Identifier, UtcDatetime
+from events.memories import USER_SUBJECT, MemoryType, Owner
+from handlers.search import SearchMode
+
+UserField = Field(
+    default=None,
+    description="The end user. An application key must name it; a service-account key's "
+    "memory user is the account itself, so a user_id it sends is ignored (and counted).",
+)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecordTurns(_Body):
+    """Messages to append as turns, OpenAI- or Anthropic-style (`role`, `content`, `name`;
+    Anthropic content blocks; OpenAI tool messages)."""
+
+    user_id: Identifier | None = UserField
+    session_id: Identifier
+    agent_id: Identifier | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+    occurred_at: UtcDatetime | None = None
+
+
+class TurnsRecorded(BaseModel):
+    user_id: str
+    session_id: str
+    turn_ids: list[str]
+
+
+class FlushSession(_Body):
+    user_id: Identifier | None = UserField
+    session_id: Identifier
+
+
+class SessionFlushed(BaseModel):
+    user_id: str
+    session_id: str
+
+
+class SaveMemory(_Body):
+    """A memory to save directly (reconciled like an extracted one)."""
+
+    user_id: Identifier | None = UserField
+    memory_type: MemoryType
+    text: str = Field(min_length=1, max_length=4000)
+    subject: str = Field(default=USER_SUBJECT, min_length=1, max_length=200)
+    owner: Owner = "user"
+    category: str | None = Field(default=None, max_length=100)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    agent_id: Identifier | None = None
+    session_id: Identifier | None = None
+
+
+class MemorySaveAccepted(BaseModel):
+    user_id: str
+    save_id: str
+
+
+class Search(_Body):
+    user_id: Identifier | None = UserField
+    query: str = Field(min_length=1, max_length=4000)
+    types: list[MemoryType] | None = None
+    limit: int = Field(default=10, ge=1, le=100)
+    mode: SearchMode = "hybrid"
+    agent_id: Identifier | None = None
+    subject: str | None = Field(default=None, max_length=200)
+    owner: Owner | None = None
+    category: str | None = Field(default=None, max_length=100)
+    since: UtcDatetime | None = None
+    until: UtcDatetime | None = None
+
+
+class SearchResults(BaseModel):
+    user_id: str
+    results: list[dict[str, Any]]
+
+
+class BuildContext(_Body):
+    user_id: Identifier | None = UserField
+    query: str = Field(min_length=1, max_length=4000)
+    session_id: Identifier | None = None
+    max_chars: int = Field(default=4000, ge=200, le=100_000)
+    per_type: int = Field(default=5, ge=1, le=50)
+    agent_id: Identifier | None = None
+
+
+class Context(BaseModel):
+    user_id: str
+    context: str
+
+
+class MemoryPage(BaseModel):
+    user_id: str
+    items: list[dict[str, Any]]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class MemoryHistory(BaseModel):
+    user_id: str
+    memory_id: str
+    versions: list[dict[str, Any]]
+
+
+class Profile(BaseModel):
+    user_id: str
+    profile: dict[str, Any] | None
+
+
+class Status(BaseModel):
+    key_id: str
+    principal: dict[str, Any]
+    user_prefix: str | None
+    ignored_user_ids: int
+    pipeline: dict[str, Any]

@@ -1,0 +1,186 @@
+"""A blocking Python client of the HTTP API, for agents that want neither Kafka nor MongoDB.
+
+    with HttpMemoryClient("http://127.0.0.1:8080", api_key) as memory:
+        memory.record("s1", [{"role": "user", "content": "I work at Stripe."}], user_id="tim")
+        memory.search("where does Tim work?", user_id="tim")
+
+The calls mirror `MemoryClient`'s, but the user is a keyword: a service-account key acts on its
+own memory and needs none. Errors raise `ApiError` with the server's problem details. The SDK's
+Kafka path stays the fast path for producers (BENCHMARKS.md, "HTTP API").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import httpx
+import orjson
+
+Document = dict[str, Any]
+
+
+class ApiError(RuntimeError):
+    """The API answered an error; `problem` holds its RFC 9457 problem details."""
+
+    def __init__(self, status: int, problem: Document) -> None:
+        super().__init__(f"{status}: {problem.get('detail') or problem.get('title')}")
+        self.status = status
+        self.problem = problem
+
+
+class HttpMemoryClient:
+    """The memstream HTTP API (`/v1`), authenticated with an API key."""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/") + "/v1",
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+        )
+
+    def __enter__(self) -> HttpMemoryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def record(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        occurred_at: datetime | None = None,
+    ) -> Document:
+        """Append messages as turns; returns the memory user and the turn ids."""
+        body = {
+            "user_id": user_id,
+            "session_id": session_id,
+            "agent_id": agent_id,
+            "messages": list(messages),
+            "occurred_at": occurred_at.isoformat() if occurred_at else None,
+        }
+        return self._call("POST", "/turns", body)
+
+    def flush(self, session_id: str, *, user_id: str | None = None) -> Document:
+        return self._call("POST", "/flush", {"user_id": user_id, "session_id": session_id})
+
+    def save(
+        self, memory_type: str, text: str, *, user_id: str | None = None, **options: Any
+    ) -> str:
+        """Save a memory directly; returns the save's id."""
+        body = {"user_id": user_id, "memory_type": memory_type, "text": text, **options}
+        return str(self._call("POST", "/saves", body)["save_id"])
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def search(self, query: str, *, user_id: str | None = None, **options: Any) -> list[Document]:
+        body = {"user_id": user_id, "query": query, **_jsonable(options)}
+        results: list[Document] = self._call("POST", "/search", body)["results"]
+        return results
+
+    def build_context(self, query: str, *, user_id: str | None = None, **options: Any) -> str:
+        body = {"user_id": user_id, "query": query, **options}
+        return str(self._call("POST", "/context", body)["context"])
+
+    def memories(
+        self, *, user_id: str | None = None, page_size: int = 100, **options: Any
+    ) -> Iterator[Document]:
+        """Every memory, newest first, fetched a page at a time."""
+        params = {"user_id": user_id, "limit": page_size, **_jsonable(options)}
+        cursor: str | None = None
+        while True:
+            page = self._call("GET", "/memories", params={**params, "cursor": cursor})
+            yield from page["items"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    def history(self, memory_id: str, *, user_id: str | None = None) -> list[Document]:
+        found = self._call("GET", f"/memories/{memory_id}/history", params={"user_id": user_id})
+        versions: list[Document] = found["versions"]
+        return versions
+
+    def profile(self, *, user_id: str | None = None) -> Document | None:
+        found: Document | None = self._call("GET", "/profile", params={"user_id": user_id})[
+            "profile"
+        ]
+        return found
+
+    def events(
+        self,
+        *,
+        user_id: str | None = None,
+        since: int | datetime | None = None,
+        follow: bool = False,
+    ) -> Iterator[Document]:
+        """The user's memory events, one dict per event; with `follow`, until the caller stops."""
+        params = {
+            "user_id": user_id,
+            "since": since.isoformat() if isinstance(since, datetime) else since,
+            "follow": follow,
+        }
+        with self._http.stream(
+            "GET", "/events", params=_present(params), timeout=None if follow else 60.0
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise _error(response)
+            for line in response.iter_lines():
+                if line:
+                    yield orjson.loads(line)
+
+    def status(self) -> Document:
+        return self._call("GET", "/status")
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> Document:
+        response = self._http.request(
+            method,
+            path,
+            content=None if body is None else orjson.dumps(_present(body)),
+            headers={"Content-Type": "application/json"} if body is not None else None,
+            params=_present(params or {}),
+        )
+        if response.status_code >= 400:
+            raise _error(response)
+        found: Document = response.json()
+        return found
+
+
+def _present(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items()}
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = {"title": response.reason_phrase, "detail": response.text[:500]}
+    return ApiError(response.status_code, problem if isinstance(problem, dict) else {})

@@ -1,0 +1,51 @@
+"""The README's curl examples (a client in another language) run as written against the API."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from tests.support.api import ServedApi
+from tests.support.pipeline import eventually
+from tests.test_readme import README
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
+]
+
+
+def sh_example(name: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(rf"<!-- readme-example: {name} -->\n```sh\n(.*?)```", text, re.DOTALL)
+    assert match, f"README has no example {name!r}"
+    return match.group(1)
+
+
+def run(script: str, api: ServedApi) -> str:
+    environment = {**os.environ, "MEMSTREAM_URL": api.url, "MEMSTREAM_KEY": api.keys["acme"]}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_readme_curl_examples_remember_and_recall(api: ServedApi) -> None:
+    remembered = run(sh_example("curl-remember"), api)
+    assert '"user_id":"acme-ann"' in remembered and '"turn_ids"' in remembered
+    recalled = eventually(
+        lambda: run(sh_example("curl-recall"), api),
+        lambda out: out.count("The user works at Stripe.") >= 3,
+        what="search, context and memories all showing the memory",
+    )
+    assert '"next_cursor":null' in recalled
