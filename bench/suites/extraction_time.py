@@ -98,8 +98,11 @@ class _Recording:
 
 
 async def _stage(
-    llm: OpenAIChatModel, snapshot: SnapshotPromoted, memory_type: MemoryType
+    base_url: str, model: str, snapshot: SnapshotPromoted, memory_type: MemoryType
 ) -> dict[str, Any]:
+    # A client per event loop: each asyncio.run has its own, and an HTTP connection pool
+    # cannot outlive the loop it was made in.
+    llm = OpenAIChatModel(base_url=base_url, api_key="local", model=model, timeout=900)
     recording = _Recording(llm)
     started = time.perf_counter()
     outcome = await extract(extractor_for(memory_type), snapshot, recording, attempts=3)
@@ -139,7 +142,6 @@ def measure(
     """For each snapshot, each side in turn over every type worth asking (so no two consecutive
     requests share a system prompt): the stage's extraction, the bare request, and the bare
     request with ``max_tokens=1`` (the prompt's evaluation and one token)."""
-    llm = OpenAIChatModel(base_url=base_url, api_key="local", model=model, timeout=900)
     rows: list[dict[str, Any]] = []
     with httpx.Client(timeout=900) as client:
         warm_up = [{"role": "user", "content": 'Answer with the JSON object {"ok": true}.'}]
@@ -152,7 +154,7 @@ def measure(
                 for memory_type in asked:
                     body = bare_body(model, extractor_for(memory_type).prompt(snapshot))
                     if side == "stage":
-                        row = asyncio.run(_stage(llm, snapshot, memory_type))
+                        row = asyncio.run(_stage(base_url, model, snapshot, memory_type))
                     elif side == "bare":
                         row = _bare(client, base_url, body)
                     else:
