@@ -36,6 +36,10 @@ from bench.locomo.harness import local_model, pipeline_on
 from bench.locomo.scripted import script
 from tests.support.scripted_llm import ScriptedLLM
 
+LOCAL_CATCH_UP = 1_800.0
+"""Seconds the local model gets to extract the three synthetic sessions: about 2 minutes on two
+idle cores (1.5B model), many times that when the machine is shared."""
+
 
 def _broker(context: BenchContext) -> BrokerKind:
     """One broker is enough for a quality figure: Tansu (quicker to start) when the run has it."""
@@ -126,14 +130,21 @@ def run(context: BenchContext) -> SuiteResult:
 
     size = context.options.get("local_model", "none")
     if not context.quick and size != "none":
-        with local_model(size, context.workdir / "locomo-local-llm") as environment:
-            answer = Endpoint(
-                environment["OPENAI_BASE_URL"], environment["MEMSTREAM_LLM_MODEL"], "local", 900
-            )
-            report = _evaluate(context, synthetic, environment, answer, None, "local", 600)
-        raw["synthetic_local"] = report
-        model = answer.model
-        result += figures(report, f"synthetic, {model}", f"extractor and answerer: {model}")
+        try:
+            with local_model(size, context.workdir / "locomo-local-llm") as environment:
+                answer = Endpoint(
+                    environment["OPENAI_BASE_URL"], environment["MEMSTREAM_LLM_MODEL"], "local", 900
+                )
+                report = _evaluate(
+                    context, synthetic, environment, answer, None, "local", LOCAL_CATCH_UP
+                )
+        except TimeoutError as error:  # the scripted figures stand; the JSON says what failed
+            print(f"locomo: the local-model run did not finish: {error}", file=sys.stderr)
+            raw["synthetic_local"] = {"model_size": size, "error": str(error)}
+        else:
+            raw["synthetic_local"] = report
+            model = answer.model
+            result += figures(report, f"synthetic, {model}", f"extractor and answerer: {model}")
 
     data = context.options.get("locomo")
     if data:
