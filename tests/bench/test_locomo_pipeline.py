@@ -1,0 +1,74 @@
+"""The LoCoMo runner end to end on a real pipeline with the scripted LLM: the synthetic
+conversation's sessions go through the window and extraction with their own dates, every
+non-adversarial question is answered from search and scored, and the judge is asked."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from bench.locomo.answering import CountingChat, Endpoint
+from bench.locomo.dataset import SYNTHETIC, load
+from bench.locomo.evaluate import Options, evaluate
+from bench.locomo.harness import pipeline_on
+from bench.locomo.scripted import script
+from tests.support.scripted_llm import ScriptedLLM
+
+
+def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
+    broker: Any, mongo: Any, tmp_path: Path
+) -> None:
+    samples = load(SYNTHETIC)
+    with ScriptedLLM(default={"facts": []}) as llm:
+        script(llm, samples)
+        environment = {
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "test",
+            "MEMSTREAM_LLM_MODEL": llm.model,
+            "MEMSTREAM_EMBEDDING_PROVIDER": "openai",
+            "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
+        }
+        endpoint = Endpoint(llm.base_url, llm.model, "test", 60.0)
+        with pipeline_on(
+            bootstrap_servers=broker.bootstrap_servers,
+            flavour=broker.flavour,
+            mongo_uri=mongo.uri,
+            llm_environment=environment,
+            memory_types="semantic",
+            log_dir=tmp_path,
+        ) as settings:
+
+            async def go() -> dict[str, Any]:
+                answerer, judge = CountingChat(endpoint), CountingChat(endpoint)
+                try:
+                    return await evaluate(
+                        settings, samples, answerer, judge, Options(catch_up_timeout=90)
+                    )
+                finally:
+                    await answerer.close()
+                    await judge.close()
+
+            report = asyncio.run(go())
+
+    (sample,) = report["samples"]
+    progress = sample["extraction"]["progress"]
+    # One snapshot per LoCoMo session, promoted by its flush, every turn in one.
+    assert progress["snapshots"] == 3 and progress["turns_in_snapshots"] == sample["turns"] == 18
+    assert progress["failures"] == 0 and sample["memories"] > 0
+    assert sample["questions_excluded_adversarial"] == 2
+    assert len(sample["questions"]) == 9
+    assert report["answer_llm"]["calls"] == 9 and report["judge_llm"]["calls"] == 9
+    assert report["extraction"]["calls"] == 3  # one semantic extraction per session
+    # The memories carry the date their session took place, and the answerer sees it.
+    marathon = next(q for q in sample["questions"] if "marathon" in q["question"])
+    assert any(line.startswith("[2 April 2024] ") for line in marathon["context"])
+    assert marathon["f1"] == 1.0
+    scores = report["scores"]
+    assert scores["single-hop"]["f1"] == 1.0
+    assert scores["multi-hop"]["f1"] == 1.0
+    # The scripted answerer finds no "yes" in the context of the open-domain question.
+    assert scores["open-domain"]["f1"] == 0.0
+    assert scores["overall"]["questions"] == 9
+    assert scores["overall"]["judged"] == 9
+    assert scores["overall"]["j"] == scores["overall"]["f1"] == 8 / 9
