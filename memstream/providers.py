@@ -69,6 +69,10 @@ class OpenAIChatModel:
             completion_tokens=usage.completion_tokens if usage else 0,
         )
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections (before the event loop they were opened in ends)."""
+        await self._client.close()
+
 
 class OpenAIEmbedder:
     """Any OpenAI-compatible embeddings endpoint."""

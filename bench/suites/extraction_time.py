@@ -104,9 +104,12 @@ async def _stage(
     # cannot outlive the loop it was made in.
     llm = OpenAIChatModel(base_url=base_url, api_key="local", model=model, timeout=900)
     recording = _Recording(llm)
-    started = time.perf_counter()
-    outcome = await extract(extractor_for(memory_type), snapshot, recording, attempts=3)
-    seconds = time.perf_counter() - started
+    try:
+        started = time.perf_counter()
+        outcome = await extract(extractor_for(memory_type), snapshot, recording, attempts=3)
+        seconds = time.perf_counter() - started
+    finally:
+        await llm.aclose()
     expected = extractor_for(memory_type).prompt(snapshot)
     if recording.sent and recording.sent[0] != expected:
         raise AssertionError(f"{memory_type}: the stage sent another prompt than the bare request")
