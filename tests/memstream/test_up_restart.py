@@ -67,6 +67,7 @@ def memstream_up(
     *,
     ephemeral: bool = False,
     stop: signal.Signals = signal.SIGTERM,
+    arguments: tuple[str, ...] = (),
 ) -> Iterator[Up]:
     """Run `memstream up` until the block ends, then send it `stop` and wait for its exit."""
     config = data_dir.parent / "empty-config.yaml"
@@ -87,6 +88,7 @@ def memstream_up(
     for variable in ("KAFKA_BOOTSTRAP_SERVERS", "MONGODB_URI", "MONGODB_DATABASE"):
         environment.pop(variable, None)
     command = [sys.executable, "-m", "memstream", "up", *(["--ephemeral"] if ephemeral else [])]
+    command += arguments
     with log.open("ab") as output:
         up = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=output, env=environment)
     printed: dict[str, str] = {}
