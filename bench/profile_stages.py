@@ -16,6 +16,8 @@ over the time from its worker being ready to the lag reaching zero.
 
 `--code NAME=DIR` runs the stage workers from another source tree (e.g. a `git archive` of an
 earlier commit): with several, each round runs every build, alternating which goes first.
+`--startup-only REPS` only times building the window's and the projector's apps (imports
+included) from each build.
 `--profile STAGE` instead runs one round with that stage's worker under `py-spy record --idle`
 (all threads, wall time) and writes the profile's summary beside the JSON.
 """
@@ -28,6 +30,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -305,6 +308,40 @@ def summarize(rounds: list[dict[str, Any]], builds: list[str]) -> dict[str, Any]
     return summary
 
 
+STARTUP_CODE = """import os
+from memstream.config import load_settings
+from memstream.worker import build_stage
+build_stage(load_settings(environ=dict(os.environ)), os.environ["STAGE"])"""
+"""What a stage worker does before it joins its group: imports, settings, the app."""
+
+
+def startup_times(builds: dict[str, Path], stages: list[str], reps: int) -> dict[str, Any]:
+    """Seconds for a fresh interpreter to build each stage's app from each build (no servers
+    needed), alternating which build goes first; medians and, with two builds, the ratio of the
+    second over the first."""
+    environment = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+        "MONGODB_URI": "mongodb://127.0.0.1:9",
+        "MEMSTREAM_CONFIG": "/dev/null",
+    }
+    result: dict[str, Any] = {}
+    for stage in stages:
+        seconds: dict[str, list[float]] = {name: [] for name in builds}
+        for _, forward in alternate(reps):
+            for name in list(builds) if forward else list(reversed(builds)):
+                env = {**environment, "PYTHONPATH": str(builds[name]), "STAGE": stage}
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-c", STARTUP_CODE], env=env, check=True)
+                seconds[name].append(round(time.perf_counter() - started, 3))
+        medians = {name: median(values) for name, values in seconds.items()}
+        result[stage] = {"seconds": seconds, "median": medians}
+        if len(builds) == 2:
+            first, second = builds
+            result[stage]["ratio"] = round(medians[second] / medians[first], 2)
+    return result
+
+
 def parse_code(values: list[str]) -> dict[str, Path]:
     """`NAME=DIR` pairs (default: this source tree as `current`)."""
     if not values:
@@ -328,6 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument("--profile", choices=pipeline_stages_names(), default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
+    parser.add_argument(
+        "--startup-only",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="only time building each stage's app from each build, REPS times (no servers)",
+    )
     args = parser.parse_args(argv)
     builds = parse_code(args.code)
     workload = generate(
@@ -347,6 +391,15 @@ def main(argv: list[str] | None = None) -> int:
         },
         "builds": {name: str(path) for name, path in builds.items()},
     }
+    if args.startup_only:
+        # the extractors' apps need a live LLM endpoint to build (the embedder's dimension)
+        result["startup"] = startup_times(builds, ["window", "projector"], args.startup_only)
+        text = json.dumps(result, indent=2)
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text + "\n")
+        print(text)
+        return 0
     rounds: list[dict[str, Any]] = []
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memstream-prof-")))
