@@ -17,11 +17,7 @@ from handlers.extraction.registry import extractor_for
 from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
 from memstream.config import Settings
-from memstream.providers import chat_model, embedder
-from streams.extraction import MemoryModels, create_extraction_app
-from streams.projector import create_projector_app
 from streams.settings import Clock, StreamSettings, utc_now
-from streams.window import create_window_app
 
 READY_MARKER = "memstream-stage-ready"
 STAGES = ("window", "projector", *(f"extract:{kind}" for kind in MEMORY_TYPES))
@@ -76,10 +72,16 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
     """The Faust app of one stage: `window`, `projector` or `extract:<memory type>`."""
     streams = stream_settings(settings)
     clock = worker_clock(os.environ)
+    # Each stage imports only its own app (and the extractors only the LLM client): a worker
+    # that restarts is back sooner (docs/architecture.md, "Operations").
     if stage == "window":
+        from streams.window import create_window_app
+
         return create_window_app(streams, clock)
     if stage == "projector":
         from pymongo import MongoClient
+
+        from streams.projector import create_projector_app
 
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
@@ -90,6 +92,9 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         return create_projector_app(streams, client[settings.mongodb.database], clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
+        from memstream.providers import chat_model, embedder
+        from streams.extraction import MemoryModels, create_extraction_app
+
         reconcile = settings.memory.reconcile
         models = MemoryModels(
             llm=chat_model(settings.llm),
