@@ -140,7 +140,11 @@ def sides_for(index: int) -> tuple[str, ...]:
 
 
 def measure(
-    base_url: str, model: str, snapshots: list[SnapshotPromoted], cursor: LogCursor
+    base_url: str,
+    model: str,
+    snapshots: list[SnapshotPromoted],
+    cursor: LogCursor,
+    types: tuple[MemoryType, ...] = MEMORY_TYPES,
 ) -> list[dict[str, Any]]:
     """For each snapshot, each side in turn over every type worth asking (so no two consecutive
     requests share a system prompt): the stage's extraction, the bare request, and the bare
@@ -151,7 +155,7 @@ def measure(
         client.post(f"{base_url}/chat/completions", json=bare_body(model, warm_up))
         cursor.read()  # untimed: the first request pays for loading the weights
         for index, snapshot in enumerate(snapshots):
-            asked = [t for t in MEMORY_TYPES if extractor_for(t).worth_asking(snapshot)]
+            asked = [t for t in types if extractor_for(t).worth_asking(snapshot)]
             order = sides_for(index)
             for side in order:
                 for memory_type in asked:
@@ -221,9 +225,11 @@ def run(context: BenchContext) -> SuiteResult:
     spec = MODELS[choice]
     sessions = SESSIONS[:1] if context.quick else SESSIONS[:3]
     snapshots = [window_snapshot(s) for s in sessions]
+    # The quick (CI) profile times the semantic type only: one snapshot, three requests.
+    types: tuple[MemoryType, ...] = ("semantic",) if context.quick else MEMORY_TYPES
     log_path = context.workdir / "extraction_time" / "local-llm.log"
     with llama_lock(), start_local_llm(spec, log_path=log_path, startup_timeout=300) as server:
-        rows = measure(server.base_url, server.model, snapshots, LogCursor(log_path))
+        rows = measure(server.base_url, server.model, snapshots, LogCursor(log_path), types)
     figures = []
     per_type = {}
     for memory_type in MEMORY_TYPES:
