@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import BenchContext, BrokerKind, Stopwatch
+from bench.llama_timings import LLAMA_LOCK, llama_lock
 from bench.timed_llm import TimedLLMServer
 from memstream.config import Settings, load_settings
 from memstream.local.llm import LocalLLMServer
@@ -127,21 +127,6 @@ def live_pipeline(context: BenchContext, kind: BrokerKind) -> LivePipeline:
             started_pipeline(kind, bootstrap, mongo.uri, context.workdir / f"pipeline-{kind}")
         )
     return pipelines[kind]
-
-
-LLAMA_LOCK = Path("/tmp/memstream-llama.lock")
-"""Held while a llama.cpp server runs: never two models at once on these shared machines (the
-same lock as `flock /tmp/memstream-llama.lock …`)."""
-
-
-@contextlib.contextmanager
-def llama_lock() -> Iterator[None]:
-    with LLAMA_LOCK.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def local_model_available(size: str) -> str | None:

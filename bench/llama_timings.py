@@ -22,7 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-LLAMA_LOCK = Path("/tmp/memstream-llama.lock")
+LLAMA_LOCK = Path(os.environ.get("MEMSTREAM_LLAMA_LOCK", "/tmp/memstream-llama.lock"))
+"""Held while a llama.cpp server runs: never two models at once on a shared machine (the same
+lock as `flock /tmp/memstream-llama.lock …`; `MEMSTREAM_LLAMA_LOCK` moves it)."""
 """Held while a model server runs: never two on this machine at once."""
 
 _LINE = re.compile(
@@ -89,9 +91,9 @@ class LogCursor:
 
 
 @contextmanager
-def llama_lock(path: Path = LLAMA_LOCK) -> Iterator[None]:
+def llama_lock(path: Path | None = None) -> Iterator[None]:
     """Hold the machine's model-server lock (waits for another holder to finish)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(path or LLAMA_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

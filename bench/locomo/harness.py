@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import os
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from bench.llama_timings import llama_lock
 from memstream.config import Settings, load_settings
 from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, Pipeline, pipeline_stages
 from memstream.topics import ensure_topics
@@ -28,8 +27,6 @@ LOCOMO_WINDOW = {
     "MEMSTREAM_IDLE_TIMEOUT": "3600",
 }
 """Larger than any LoCoMo session (the longest has fewer than 50 turns): only flushes promote."""
-
-LLAMA_LOCK = Path(os.environ.get("MEMSTREAM_LLAMA_LOCK", "/tmp/memstream-llama.lock"))
 
 
 @contextlib.contextmanager
@@ -66,17 +63,6 @@ def pipeline_on(
         yield settings
     finally:
         pipeline.stop()
-
-
-@contextlib.contextmanager
-def llama_lock() -> Iterator[None]:
-    """Hold the machine's model lock (the same file `flock` takes) while a local model runs."""
-    with LLAMA_LOCK.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

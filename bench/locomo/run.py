@@ -34,10 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.llama_timings import llama_lock
 from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, Sample, load
 from bench.locomo.evaluate import Options, evaluate
-from bench.locomo.harness import LOCOMO_WINDOW, llama_lock
+from bench.locomo.harness import LOCOMO_WINDOW
 from bench.machine import machine
 from memstream.config import Settings, load_settings
 
