@@ -230,10 +230,10 @@ def test_a_stage_that_keeps_crashing_is_given_up_on_and_every_stage_stopped(
 
 @contextmanager
 def stand_in_running_pipeline(
-    tmp_path: Path, crashes: dict[str, int]
+    settings: Any, tmp_path: Path, crashes: dict[str, int]
 ) -> Iterator[tuple[Any, Any, Pipeline]]:
     with stand_in_pipeline(tmp_path, crashes) as pipeline:
-        yield None, runtime.Infrastructure("127.0.0.1:1", "mongodb://127.0.0.1:2"), pipeline
+        yield settings, runtime.Infrastructure("127.0.0.1:1", "mongodb://127.0.0.1:2"), pipeline
 
 
 def test_up_exits_1_naming_the_stage_that_keeps_crashing_and_its_log_tail(
@@ -242,7 +242,9 @@ def test_up_exits_1_naming_the_stage_that_keeps_crashing_and_its_log_tail(
     monkeypatch.setattr(
         runtime,
         "running_pipeline",
-        lambda settings, **_: stand_in_running_pipeline(tmp_path, {"steady": 0, "doomed": -1}),
+        lambda settings, **_: stand_in_running_pipeline(
+            settings, tmp_path, {"steady": 0, "doomed": -1}
+        ),
     )
     monkeypatch.setattr(supervisor, "RestartPolicy", lambda: QUICK)
     monkeypatch.setattr(cli, "_refuse_if_unready", lambda settings: None)

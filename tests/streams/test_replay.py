@@ -68,7 +68,12 @@ def settled(pipeline: PipelineHarness, snapshots: int) -> dict[str, list[dict[st
         extracted = [s for s in model["snapshots"] if "semantic" in s.get("extractions", {})]
         whole = [s for s in extracted if "turn_ids" in s]
         linked = all(turn.get("snapshot_id") for turn in model["turns"])
-        return len(whole) == snapshots and len(model["turns"]) == 11 and linked
+        # A result's claim is written before its decisions are expanded (projections.extractions).
+        decided = {
+            d for s in extracted for r in s["extractions"].values() for d in r["decision_ids"]
+        }
+        expanded = decided <= {event["_id"] for event in model["memory_events"]}
+        return len(whole) == snapshots and len(model["turns"]) == 11 and linked and expanded
 
     return eventually(
         lambda: read_model(pipeline), done, timeout=180, what=f"{snapshots} extracted snapshots"
