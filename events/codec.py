@@ -9,6 +9,13 @@ import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
+from events.forgetting import (
+    MemoriesForgotten,
+    MemoryForgotten,
+    SessionForgotten,
+    SessionsForgotten,
+    UserForgotten,
+)
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
@@ -27,7 +34,12 @@ AnyEvent = Annotated[
     | MemorySaveRequested
     | MemorySaved
     | InputDeadLettered
-    | DeadLetterRedriven,
+    | DeadLetterRedriven
+    | MemoryForgotten
+    | SessionForgotten
+    | UserForgotten
+    | SessionsForgotten
+    | MemoriesForgotten,
     Field(discriminator="event_type"),
 ]
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -43,6 +55,11 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MemorySaved,
     InputDeadLettered,
     DeadLetterRedriven,
+    MemoryForgotten,
+    SessionForgotten,
+    UserForgotten,
+    SessionsForgotten,
+    MemoriesForgotten,
 )
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 

@@ -10,13 +10,18 @@ not projected into `turns` either).
 from __future__ import annotations
 
 from events.codec import AnyEvent, EventDecodeError, decode
+from events.forgetting import MemoryForgotten, SessionForgotten, SessionsForgotten, UserForgotten
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.identity import principal_problem
 
-TurnsTopicEvent = TurnRecorded | SessionFlushRequested | SessionIdled
-SnapshotsTopicEvent = SnapshotPromoted | MemorySaveRequested
+TurnsTopicEvent = (
+    TurnRecorded | SessionFlushRequested | SessionIdled | SessionForgotten | UserForgotten
+)
+SnapshotsTopicEvent = (
+    SnapshotPromoted | MemorySaveRequested | MemoryForgotten | UserForgotten | SessionsForgotten
+)
 ResultRecord = SnapshotExtracted | MemorySaved
 
 
@@ -25,11 +30,14 @@ class InvalidRecord(ValueError):
 
 
 def read_turns_record(key: bytes | None, value: bytes | None) -> TurnsTopicEvent:
-    """A turns-topic record as its event: a turn or a session command, keyed by its session."""
+    """A turns-topic record as its event: a turn or a session command, keyed by its session (a
+    user's forget request: by the user, one copy per partition, naming its partition)."""
     event = _decoded(value)
     if not isinstance(event, TurnsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the turns topic")
     _check_key(key, event.key)
+    if isinstance(event, UserForgotten) and event.turns_partition is None:
+        raise InvalidRecord("a UserForgotten on the turns topic names its turns_partition")
     if isinstance(event, TurnRecorded):
         _check_principal(event.user_id, event)
     return event
@@ -41,6 +49,8 @@ def read_snapshots_record(key: bytes | None, value: bytes | None) -> SnapshotsTo
     if not isinstance(event, SnapshotsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the snapshots topic")
     _check_key(key, event.key)
+    if isinstance(event, UserForgotten) and event.turns_partition is not None:
+        raise InvalidRecord("a UserForgotten on the snapshots topic has no turns_partition")
     if isinstance(event, MemorySaveRequested):
         _check_principal(event.user_id, event)
     return event
