@@ -59,6 +59,9 @@ class KnownMemory(BaseModel):
     content: MemoryContent
     embedding: tuple[float, ...]
     embedding_model: str
+    origins: tuple[str, ...] = ()
+    """Where its versions came from (`origin_of`), so forgetting a session or the user's saves
+    finds it (docs/architecture.md, "Forgetting"); empty in state stored before the field."""
 
 
 @dataclass(frozen=True)
@@ -299,10 +302,11 @@ def evolve(
         current = known.get(event.memory_id)
         if isinstance(event, MemoryAdded):
             if current is None:
-                known[event.memory_id] = _known_from(event, event.version)
+                known[event.memory_id] = _known_from(event, event.version, ())
         elif isinstance(event, MemoryUpdated):
             if current is None or current.version < event.version:
-                known[event.memory_id] = _known_from(event, event.version)
+                earlier = current.origins if current is not None else ()
+                known[event.memory_id] = _known_from(event, event.version, earlier)
         elif current is not None and current.version == event.version and event.merged_attributes:
             attributes = {**current.content.attributes, **event.merged_attributes}
             content = current.content.model_copy(update={"attributes": attributes})
@@ -310,8 +314,11 @@ def evolve(
     return known
 
 
-def _known_from(event: MemoryAdded | MemoryUpdated, version: int) -> KnownMemory:
+def _known_from(
+    event: MemoryAdded | MemoryUpdated, version: int, earlier: tuple[str, ...]
+) -> KnownMemory:
     model = event.provenance.embedding_model if event.provenance else ""
+    origins = tuple(dict.fromkeys((*earlier, *origin_of(event))))
     return KnownMemory(
         memory_id=event.memory_id,
         version=version,
@@ -320,7 +327,18 @@ def _known_from(event: MemoryAdded | MemoryUpdated, version: int) -> KnownMemory
         content=event.content,
         embedding=event.embedding,
         embedding_model=model,
+        origins=origins,
     )
+
+
+def origin_of(event: MemoryAdded | MemoryUpdated) -> tuple[str, ...]:
+    """Where a version came from: `session:<id>` for a session it was learned or saved in, and
+    `save` for a direct save (a save may name a session too)."""
+    evidence = event.evidence
+    found = [f"session:{evidence.session_id}"] if evidence.session_id else []
+    if evidence.source == "sdk":
+        found.append("save")
+    return tuple(found)
 
 
 def merged_attributes(

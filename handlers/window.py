@@ -23,6 +23,7 @@ storing the window; a crash in between re-promotes the same turns under the same
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from events.base import UtcDatetime, at_stored_precision
 from events.codec import MAX_EVENT_BYTES
+from events.forgetting import SessionForgotten, SessionsForgotten, UserForgotten
 from events.memories import derived_id
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import MAX_CONTENT_CHARS, SessionFlushRequested, SessionIdled, TurnRecorded
@@ -72,6 +74,9 @@ class SessionWindow(BaseModel):
     last_activity_at: UtcDatetime | None = None
     """The latest `recorded_at` among the pending turns (None when nothing is pending)."""
     recent: tuple[RecentTurn, ...] = ()
+    partition: int | None = None
+    """The turns-topic partition the session's records arrive on (None: stored before the field
+    existed, or not told), so a user's forget request on that partition finds the window."""
 
     @classmethod
     def opened(cls, user_id: str, session_id: str) -> SessionWindow:
@@ -113,19 +118,31 @@ class WindowDecision:
     snapshots: tuple[SnapshotPromoted, ...] = ()
     ignored: str | None = None
     rejected: str | None = None
+    forgotten: SessionsForgotten | None = None
+    """Sent after `snapshots` when the input was a forget request."""
 
 
-WindowInput = TurnRecorded | SessionFlushRequested | SessionIdled
+WindowInput = TurnRecorded | SessionFlushRequested | SessionIdled | SessionForgotten
 
 
 def decide(
-    window: SessionWindow | None, command: WindowInput, *, offset: int, policy: WindowPolicy
+    window: SessionWindow | None,
+    command: WindowInput,
+    *,
+    offset: int,
+    policy: WindowPolicy,
+    partition: int | None = None,
 ) -> WindowDecision:
-    """Apply one input, read at turns-topic `offset`, to its session's window."""
+    """Apply one input, read at turns-topic `offset` (of `partition`), to its session's window."""
     current = window or SessionWindow.opened(command.user_id, command.session_id)
     if offset <= current.last_offset:
         return WindowDecision(current, ignored=f"offset {offset} already applied")
     current = current.model_copy(update={"last_offset": offset})
+    if partition is not None:
+        current = current.model_copy(update={"partition": partition})
+    if isinstance(command, SessionForgotten):
+        fact = sessions_forgotten(command, [command.session_id], partition or 0)
+        return WindowDecision(forgotten_turns(current), forgotten=fact)
     if isinstance(command, TurnRecorded):
         return _on_turn(current, command, policy)
     if isinstance(command, SessionFlushRequested):
@@ -134,6 +151,32 @@ def decide(
         closed, snapshot = _promote(current, "flush", command.occurred_at)
         return WindowDecision(closed, (snapshot,))
     return _on_idle(current, command, policy)
+
+
+def forgotten_turns(window: SessionWindow) -> SessionWindow:
+    """The window with its open turns dropped (docs/architecture.md, "Forgetting").
+
+    What stays is no content: the numbering (`seq`, so a later snapshot of a reused session id
+    is numbered on) and the ids and fingerprints of recent turns, so a producer's late retry of
+    a forgotten turn is still recognised and not recorded again."""
+    return window.model_copy(update={"turns": (), "pending_bytes": 0, "last_activity_at": None})
+
+
+def forget_user_windows(
+    windows: Iterable[SessionWindow], request: UserForgotten, partition: int
+) -> tuple[list[SessionWindow], SessionsForgotten]:
+    """A user's forget request read on turns-topic `partition`: the user's windows of that
+    partition with their open turns dropped, and the fact naming their sessions.
+
+    A window that does not know its partition (stored before windows recorded it) is taken on
+    every partition: its turns are older than the request either way."""
+    mine = [
+        window
+        for window in windows
+        if window.user_id == request.user_id and window.partition in (partition, None)
+    ]
+    fact = sessions_forgotten(request, [window.session_id for window in mine], partition)
+    return [forgotten_turns(window) for window in mine], fact
 
 
 def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) -> WindowDecision:
@@ -283,4 +326,19 @@ def idle_command(window: SessionWindow, now: datetime) -> SessionIdled:
         user_id=window.user_id,
         session_id=window.session_id,
         window_seq=window.seq,
+    )
+
+
+def sessions_forgotten(
+    request: SessionForgotten | UserForgotten, session_ids: Iterable[str], turns_partition: int
+) -> SessionsForgotten:
+    """The fact a window partition writes after dropping the open turns of `session_ids`."""
+    return SessionsForgotten(
+        event_id=derived_id("sessions-forgotten", request.event_id, turns_partition),
+        occurred_at=request.occurred_at,
+        request_id=request.event_id,
+        scope="session" if isinstance(request, SessionForgotten) else "user",
+        user_id=request.user_id,
+        session_ids=tuple(dict.fromkeys(session_ids)),
+        turns_partition=turns_partition,
     )

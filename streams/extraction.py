@@ -30,6 +30,7 @@ import faust
 import orjson
 
 from events.codec import encode
+from events.forgetting import MemoryForgotten, SessionsForgotten, UserForgotten
 from events.memories import MemoryEvent, MemoryType, Provenance
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
@@ -46,6 +47,12 @@ from handlers.extraction.results import (
     save_source,
     snapshot_source,
     usage_of,
+)
+from handlers.forgetting import (
+    StageForgetInput,
+    applies_to_type,
+    memories_forgotten,
+    memories_to_forget,
 )
 from handlers.inputs import InvalidRecord, ResultRecord, read_snapshots_record
 from handlers.ports import ChatAnswer, ChatModel, Embedder
@@ -243,6 +250,9 @@ def create_extraction_app(
         except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=stage, reason=str(exc), clock=clock)
             return
+        if isinstance(event, MemoryForgotten | SessionsForgotten | UserForgotten):
+            await forget(event, record.partition)
+            return
         if isinstance(event, MemorySaveRequested):
             if event.memory_type != memory_type or known_memories.saved_before(
                 event.user_id, event.event_id
@@ -279,6 +289,19 @@ def create_extraction_app(
         progress[user_key] = orjson.dumps(seqs)
         if redrive is not None:
             progress[_redriven_key(redrive)] = b"1"
+
+    async def forget(request: StageForgetInput, partition: int) -> None:
+        """Erase what `request` forgets from the memories this stage reconciles against, after
+        saying so on the memories topic (docs/architecture.md, "Forgetting"). A redelivery
+        writes the same fact again (same id) and erases nothing more."""
+        if not applies_to_type(request, memory_type):
+            return
+        ids = memories_to_forget(request, known_memories.all_of(request.user_id))
+        fact = memories_forgotten(request, memory_type, ids)
+        send = partial(_sent, memories, fact.key.encode(), encode(fact), partition)
+        await through_outages(send, f"sending {fact.event_type} {fact.event_id}")
+        known_memories.forget(request.user_id, ids)
+        log.info("%s: forgot %d memories (%s request)", stage, len(ids), fact.scope)
 
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:

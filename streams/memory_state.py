@@ -17,7 +17,7 @@ partition that carries the user's snapshots):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Collection, Mapping, MutableMapping
 
 import orjson
 
@@ -54,6 +54,24 @@ class KnownMemories:
                 if memory.agent_id == agent_id:
                     memories[memory_id] = memory
         return memories
+
+    def all_of(self, user_id: str) -> list[KnownMemory]:
+        """The user's current memories of this type, every scope."""
+        stored = (
+            self._table.get(_memory_key(user_id, memory_id)) for memory_id in self._ids(user_id)
+        )
+        return [KnownMemory.model_validate_json(memory) for memory in stored if memory]
+
+    def forget(self, user_id: str, memory_ids: Collection[str]) -> None:
+        """Erase `memory_ids` from the user's memories (the table's changelog gets tombstones)."""
+        ids = self._ids(user_id)
+        for memory_id in memory_ids:
+            key = _memory_key(user_id, memory_id)
+            if self._table.get(key) is not None:
+                del self._table[key]
+        kept = [memory_id for memory_id in ids if memory_id not in memory_ids]
+        if len(kept) != len(ids):
+            self._table[_index_key(user_id)] = orjson.dumps(kept)
 
     def store(
         self, user_id: str, before: Mapping[str, KnownMemory], after: Mapping[str, KnownMemory]

@@ -19,12 +19,16 @@ from functools import partial
 import faust
 
 from events.codec import encode
+from events.forgetting import SessionsForgotten, UserForgotten
+from events.snapshots import SnapshotPromoted
+from events.turns import session_key
 from handlers.dead_letters import applies_to
 from handlers.inputs import InvalidRecord, read_turns_record
 from handlers.window import (
     IdleRequest,
     SessionWindow,
     decide,
+    forget_user_windows,
     idle_command,
     should_request_idle,
 )
@@ -63,10 +67,26 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=STAGE, reason=str(exc), clock=clock)
             return
+        if isinstance(command, UserForgotten):
+            if command.turns_partition != record.partition:
+                reason = (
+                    f"UserForgotten for partition {command.turns_partition} "
+                    f"was written to partition {record.partition}"
+                )
+                await dead_letter(dead_letters, record, stage=STAGE, reason=reason, clock=clock)
+                return
+            await forget_user(command, record.partition)
+            return
         key = command.key.encode()
         stored = windows.get(key)
         window = SessionWindow.model_validate_json(stored) if stored else None
-        decision = decide(window, command, offset=record.offset, policy=settings.window)
+        decision = decide(
+            window,
+            command,
+            offset=record.offset,
+            policy=settings.window,
+            partition=record.partition,
+        )
         if decision.rejected:
             await dead_letter(
                 dead_letters, record, stage=STAGE, reason=decision.rejected, clock=clock
@@ -76,8 +96,7 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
             log.info("ignored %s for %s: %s", command.event_type, command.key, decision.ignored)
             return
         for snapshot in decision.snapshots:
-            send = partial(_sent, snapshots, snapshot.key.encode(), encode(snapshot))
-            await through_outages(send, f"sending snapshot {snapshot.event_id}")
+            await send_snapshots_record(snapshot)
             log.info(
                 "promoted snapshot %s seq=%s (%s, %d turns)",
                 snapshot.event_id,
@@ -85,7 +104,29 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
                 snapshot.reason,
                 len(snapshot.turns),
             )
+        if decision.forgotten is not None:
+            await send_snapshots_record(decision.forgotten)
+            log.info("forgot the open turns of session %s", command.key)
         windows[key] = decision.window.model_dump_json().encode()
+
+    async def forget_user(request: UserForgotten, partition: int) -> None:
+        """Drop the open turns of the user's sessions on this partition, say so on the
+        snapshots topic, then store the windows (a redelivery repeats both, to the same effect)."""
+        prefix = f"{request.user_id}|".encode()
+        held = {
+            key: SessionWindow.model_validate_json(stored)
+            for key, stored in list(windows.items())
+            if stored and key.startswith(prefix) and not is_progress_key(key)
+        }
+        cleared, fact = forget_user_windows(held.values(), request, partition)
+        await send_snapshots_record(fact)
+        for window in cleared:
+            windows[session_key_bytes(window)] = window.model_dump_json().encode()
+        log.info("forgot the open turns of %d sessions of a user", len(cleared))
+
+    async def send_snapshots_record(event: SnapshotPromoted | SessionsForgotten) -> None:
+        send = partial(_sent, snapshots, event.key.encode(), encode(event))
+        await through_outages(send, f"sending {event.event_type} {event.event_id}")
 
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
@@ -115,6 +156,10 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
             await turns.send(key=key, value=encode(idle_command(window, now)), force=True)
 
     return app
+
+
+def session_key_bytes(window: SessionWindow) -> bytes:
+    return session_key(window.user_id, window.session_id).encode()
 
 
 async def _sent(topic: faust.TopicT, key: bytes, value: bytes) -> None:

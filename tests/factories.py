@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
+from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import (
     Evidence,
     LLMUsage,
@@ -333,3 +334,44 @@ STRIPE_FACTS = {
     ]
 }
 """A scripted semantic answer: the user works at Stripe (their profile's employer)."""
+
+
+def memory_forgotten(**overrides: Any) -> MemoryForgotten:
+    """A `MemoryForgotten` request for a semantic memory of u1 at CLOCK."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("forget-memory"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "memory_id": "m-1",
+        "memory_type": "semantic",
+        "requested_by": "sdk",
+        "reason": "the user asked",
+    }
+    fields.update(overrides)
+    return MemoryForgotten(**fields)
+
+
+def session_forgotten(**overrides: Any) -> SessionForgotten:
+    """A `SessionForgotten` request for u1/s1 at CLOCK."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("forget-session"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "session_id": SESSION_ID,
+        "requested_by": "sdk",
+    }
+    fields.update(overrides)
+    return SessionForgotten(**fields)
+
+
+def user_forgotten(turns_partition: int | None = None, **overrides: Any) -> UserForgotten:
+    """A `UserForgotten` request for u1 at CLOCK (the snapshots-topic copy by default)."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("forget-user"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "requested_by": "sdk",
+        "turns_partition": turns_partition,
+    }
+    fields.update(overrides)
+    return UserForgotten(**fields)

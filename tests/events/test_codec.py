@@ -60,7 +60,25 @@ EXAMPLES: dict[str, Any] = {
     ),
     "DeadLetterRedriven": lambda: f.redrive(),
     "SnapshotExtracted/redrive": lambda: f.extracted(f.snapshot(), f.content(), redrive_id="r1"),
+    "MemoryForgotten": lambda: f.memory_forgotten(),
+    "SessionForgotten": lambda: f.session_forgotten(),
+    "UserForgotten": lambda: f.user_forgotten(turns_partition=1),
+    "UserForgotten/saves": lambda: f.user_forgotten(),
+    "SessionsForgotten": lambda: _sessions_forgotten(),
+    "MemoriesForgotten": lambda: _memories_forgotten(),
 }
+
+
+def _sessions_forgotten() -> Any:
+    from handlers.window import sessions_forgotten
+
+    return sessions_forgotten(f.session_forgotten(), ["s1"], 0)
+
+
+def _memories_forgotten() -> Any:
+    from handlers.forgetting import memories_forgotten
+
+    return memories_forgotten(_sessions_forgotten(), "semantic", ["m-1"])
 
 
 def _saved() -> Any:

@@ -73,3 +73,21 @@ def test_a_save_requested_by_a_service_account_for_another_user_is_refused() -> 
     account = f.principal("service_account", "sa-1")
     with pytest.raises(InvalidRecord, match="cannot record for user 'u1'"):
         read_snapshots_record(b"u1", encode(f.save_request(principal=account)))
+
+
+def test_forget_requests_are_read_on_the_topic_and_key_of_what_they_forget() -> None:
+    session, memory = f.session_forgotten(), f.memory_forgotten()
+    user_copy, saves_copy = f.user_forgotten(turns_partition=2), f.user_forgotten()
+    assert read_turns_record(b"u1|s1", encode(session)) == session
+    assert read_turns_record(b"u1", encode(user_copy)) == user_copy
+    assert read_snapshots_record(b"u1", encode(memory)) == memory
+    assert read_snapshots_record(b"u1", encode(saves_copy)) == saves_copy
+
+
+def test_a_users_forget_copy_names_its_partition_on_the_turns_topic_only() -> None:
+    with pytest.raises(InvalidRecord, match="names its turns_partition"):
+        read_turns_record(b"u1", encode(f.user_forgotten()))
+    with pytest.raises(InvalidRecord, match="has no turns_partition"):
+        read_snapshots_record(b"u1", encode(f.user_forgotten(turns_partition=0)))
+    with pytest.raises(InvalidRecord, match="does not belong on the turns topic"):
+        read_turns_record(b"u1", encode(f.memory_forgotten()))

@@ -19,12 +19,14 @@ from handlers.window import (
     WindowInput,
     WindowPolicy,
     decide,
+    forget_user_windows,
     idle_command,
     is_idle,
     should_request_idle,
     snapshot_turn_bytes,
     turn_fingerprint,
 )
+from tests import factories as f
 from tests.factories import CLOCK, at, flush, idle, turn
 
 POLICY = WindowPolicy(max_messages=3, idle_timeout=timedelta(seconds=60))
@@ -546,3 +548,60 @@ def test_a_single_turn_larger_than_a_snapshot_may_be_is_rejected() -> None:
     assert "max_snapshot_bytes (10000)" in decisions[1].rejected
     assert snapshots == []  # the pending turn is not promoted early on the rejected one's account
     assert [t.turn_id for t in window.turns] == [pending.event_id]
+
+
+# -- forgetting --------------------------------------------------------------------------------
+
+
+def test_a_session_forget_drops_the_open_turns_and_says_so_after_earlier_snapshots() -> None:
+    window, snapshots, _ = feed(turns(4))  # one snapshot of 3, one turn open
+    request = f.session_forgotten()
+    decision = decide(window, request, offset=10, policy=POLICY, partition=2)
+    assert decision.window.turns == () and decision.window.pending_bytes == 0
+    assert decision.window.seq == window.seq  # numbering goes on for a reused session id
+    assert decision.snapshots == ()
+    fact = decision.forgotten
+    assert fact is not None
+    assert (fact.request_id, fact.session_ids, fact.turns_partition) == (
+        request.event_id,
+        ("s1",),
+        2,
+    )
+    assert len(snapshots) == 1
+
+
+def test_a_forgotten_turn_sent_again_is_not_recorded_again() -> None:
+    sent = turns(2)
+    window, _, _ = feed(sent)
+    forgotten = decide(window, f.session_forgotten(), offset=5, policy=POLICY).window
+    retry = decide(forgotten, sent[0], offset=6, policy=POLICY)
+    assert retry.ignored and "already recorded" in retry.ignored
+
+
+def test_a_session_forget_of_an_unknown_session_still_says_so() -> None:
+    decision = decide(None, f.session_forgotten(session_id="new"), offset=0, policy=POLICY)
+    assert decision.forgotten is not None and decision.forgotten.session_ids == ("new",)
+
+
+def test_a_user_forget_drops_the_users_windows_of_its_partition_only() -> None:
+    def open_window(user: str, session: str, partition: int | None) -> SessionWindow:
+        window, _, _ = feed(turns(1, user_id=user, session_id=session))
+        return window.model_copy(update={"partition": partition})
+
+    windows = [
+        open_window("u1", "a", 0),
+        open_window("u1", "b", 1),
+        open_window("u1", "old", None),  # stored before windows knew their partition
+        open_window("u2", "c", 0),
+    ]
+    request = f.user_forgotten(turns_partition=0)
+    cleared, fact = forget_user_windows(windows, request, 0)
+    assert [w.session_id for w in cleared] == ["a", "old"]
+    assert all(w.turns == () for w in cleared)
+    assert fact.session_ids == ("a", "old") and fact.scope == "user"
+    assert fact.event_id != forget_user_windows(windows, request, 1)[1].event_id
+
+
+def test_the_window_remembers_the_partition_its_records_arrive_on() -> None:
+    decision = decide(None, turn(), offset=0, policy=POLICY, partition=3)
+    assert decision.window.partition == 3

@@ -1,0 +1,76 @@
+"""Forgetting, decided: which memories a request erases, and the facts the stages record.
+
+Pure functions (docs/architecture.md, "Forgetting"). A memory type's stage reads three kinds of
+forget input on the snapshots topic, in order with the user's snapshots and saves:
+
+* `MemoryForgotten` of its type — that memory;
+* `SessionsForgotten` (a window partition dropped these sessions' open turns) — every memory
+  with a version learned or saved in one of those sessions;
+* `UserForgotten` (the copy on the snapshots topic) — every memory with a version from a direct
+  save (the sessions are covered by the windows' `SessionsForgotten`).
+
+It erases them from what it reconciles against, so reconciliation never reinforces or updates
+a forgotten memory, and writes one `MemoriesForgotten` fact for the projector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from events.forgetting import (
+    ForgetScope,
+    MemoriesForgotten,
+    MemoryForgotten,
+    SessionsForgotten,
+    UserForgotten,
+)
+from events.memories import MemoryType, derived_id
+from handlers.reconcile import KnownMemory
+
+StageForgetInput = MemoryForgotten | SessionsForgotten | UserForgotten
+"""The forget inputs a memory type's stage reads on the snapshots topic."""
+
+
+def applies_to_type(request: StageForgetInput, memory_type: MemoryType) -> bool:
+    """Whether the stage of `memory_type` acts on `request` (a memory request names its type)."""
+    return not isinstance(request, MemoryForgotten) or request.memory_type == memory_type
+
+
+def memories_to_forget(request: StageForgetInput, known: Iterable[KnownMemory]) -> tuple[str, ...]:
+    """The ids of the known memories `request` erases, in the order they are known.
+
+    A `MemoryForgotten` names its memory even when the stage does not know it (already
+    forgotten, or never current here): the projector then erases whatever the read model holds.
+    """
+    if isinstance(request, MemoryForgotten):
+        return (request.memory_id,)
+    if isinstance(request, SessionsForgotten):
+        wanted = {f"session:{session_id}" for session_id in request.session_ids}
+    else:
+        wanted = {"save"}
+    return tuple(memory.memory_id for memory in known if wanted.intersection(memory.origins))
+
+
+def memories_forgotten(
+    request: StageForgetInput, memory_type: MemoryType, memory_ids: Iterable[str]
+) -> MemoriesForgotten:
+    """The fact a memory type's stage writes after erasing `memory_ids` for `request`."""
+    scope: ForgetScope
+    session_ids: tuple[str, ...] = ()
+    if isinstance(request, MemoryForgotten):
+        request_id, scope = request.event_id, "memory"
+    elif isinstance(request, SessionsForgotten):
+        request_id, scope, session_ids = request.request_id, request.scope, request.session_ids
+    else:
+        request_id, scope = request.event_id, "user"
+    return MemoriesForgotten(
+        event_id=derived_id("memories-forgotten", memory_type, request.event_id),
+        occurred_at=request.occurred_at,
+        request_id=request_id,
+        scope=scope,
+        user_id=request.user_id,
+        memory_type=memory_type,
+        memory_ids=tuple(memory_ids),
+        session_ids=session_ids,
+        saves=isinstance(request, UserForgotten),
+    )
