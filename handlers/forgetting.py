@@ -25,6 +25,7 @@ from events.forgetting import (
     UserForgotten,
 )
 from events.memories import MemoryType, derived_id
+from events.snapshots import SnapshotPromoted
 from handlers.reconcile import KnownMemory
 
 StageForgetInput = MemoryForgotten | SessionsForgotten | UserForgotten
@@ -74,3 +75,18 @@ def memories_forgotten(
         session_ids=session_ids,
         saves=isinstance(request, UserForgotten),
     )
+
+
+def forget_ahead(snapshot: SnapshotPromoted, later: Iterable[object]) -> str | None:
+    """The request id of a forget among `later` snapshots-topic events (those after the
+    snapshot in its partition) that covers the snapshot's session, if any: the stage then
+    extracts nothing from it, so its memories never appear (docs/architecture.md,
+    "Forgetting")."""
+    for event in later:
+        if (
+            isinstance(event, SessionsForgotten)
+            and event.user_id == snapshot.user_id
+            and snapshot.session_id in event.session_ids
+        ):
+            return event.request_id
+    return None

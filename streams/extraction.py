@@ -28,6 +28,7 @@ from typing import Any
 
 import faust
 import orjson
+from faust.types import TP
 
 from events.codec import encode
 from events.forgetting import MemoryForgotten, SessionsForgotten, UserForgotten
@@ -51,10 +52,16 @@ from handlers.extraction.results import (
 from handlers.forgetting import (
     StageForgetInput,
     applies_to_type,
+    forget_ahead,
     memories_forgotten,
     memories_to_forget,
 )
-from handlers.inputs import InvalidRecord, ResultRecord, read_snapshots_record
+from handlers.inputs import (
+    InvalidRecord,
+    ResultRecord,
+    SnapshotsTopicEvent,
+    read_snapshots_record,
+)
 from handlers.ports import ChatAnswer, ChatModel, Embedder
 from handlers.reconcile import (
     Answer,
@@ -77,6 +84,9 @@ from streams.retrying import apply_or_dead_letter, through_outages
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
+FORGET_LOOKAHEAD = 200
+"""How many later records of its partition a stage reads, before and after asking the LLM about
+a snapshot, for a forget of the snapshot's session (docs/architecture.md, "Forgetting")."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +123,8 @@ def create_extraction_app(
         topics=[settings.topics.snapshots],
         group=settings.group(stage),
     )
-    own_results = OwnResults(
-        KafkaLogReader(settings.bootstrap_servers), settings.topics.memories, memory_type
-    )
+    log_reader = KafkaLogReader(settings.bootstrap_servers)
+    own_results = OwnResults(log_reader, settings.topics.memories, memory_type)
     known_memories = KnownMemories(progress)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
@@ -173,12 +182,28 @@ def create_extraction_app(
             log.info("%s: %s", what, note)
         return list(result.events), answers
 
+    async def forgotten_ahead(record: InputRecord, snapshot: SnapshotPromoted) -> str | None:
+        """A forget of the snapshot's session already written after it, if any (a look ahead
+        of `FORGET_LOOKAHEAD` records in its partition)."""
+        tp = TP(record.topic, record.partition)
+        later = await log_reader.read_ahead(tp, record.offset + 1, FORGET_LOOKAHEAD)
+        return forget_ahead(snapshot, _readable_events(later))
+
     async def extracted(
-        extractor: Extractor, snapshot: SnapshotPromoted, redrive: Redrive | None
+        extractor: Extractor,
+        snapshot: SnapshotPromoted,
+        record: InputRecord,
+        redrive: Redrive | None,
     ) -> ResultRecord:
         """Ask the LLM and the embedder (waiting out their outages) and reconcile; anything
-        else they raise about this snapshot is recorded as its extraction's failure."""
+        else they raise about this snapshot is recorded as its extraction's failure. A snapshot
+        whose session is forgotten further on in the log, before the LLM is asked or before the
+        result is written, gets a result without decisions."""
         what = f"{stage} of snapshot {snapshot.event_id}"
+        unasked = ExtractionOutcome((), 0)
+        if (request := await forgotten_ahead(record, snapshot)) is not None:
+            log.info("%s: not extracted, its session is forgotten (%s)", what, request)
+            return extraction_record(snapshot, memory_type, unasked, [], usage_of([]))
         try:
             outcome = await through_outages(
                 partial(
@@ -200,6 +225,11 @@ def create_extraction_app(
             failed = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")
             outcome, decisions, asked = failed, [], []
         usage = usage_of([*outcome.answers, *asked])
+        if decisions and (request := await forgotten_ahead(record, snapshot)) is not None:
+            log.info(
+                "%s: decisions dropped, its session was forgotten meanwhile (%s)", what, request
+            )
+            outcome, decisions = unasked, []
         return extraction_record(
             snapshot,
             memory_type,
@@ -274,7 +304,7 @@ def create_extraction_app(
         result = await result_for(
             record,
             result_id(event.event_id, memory_type, redrive_id),
-            partial(extracted, extractor, event, redrive),
+            partial(extracted, extractor, event, record, redrive),
         )
         remember(result)
         if isinstance(result, SnapshotExtracted) and result.failure:
@@ -310,6 +340,17 @@ def create_extraction_app(
             await guard.apply_in_order(event, applied)
 
     return app
+
+
+def _readable_events(records: Sequence[InputRecord]) -> list[SnapshotsTopicEvent]:
+    """The events of snapshots-topic `records`, poison left out (its stage dead-letters it)."""
+    events: list[SnapshotsTopicEvent] = []
+    for record in records:
+        try:
+            events.append(read_snapshots_record(record.key, record.value))
+        except InvalidRecord:
+            continue
+    return events
 
 
 def _redriven_key(redrive: Redrive) -> bytes:

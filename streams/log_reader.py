@@ -52,6 +52,15 @@ class KafkaLogReader:
             f"reading {tp.topic}[{tp.partition}] from {start}",
         )
 
+    async def read_ahead(self, tp: TP, start: int, limit: int) -> list[InputRecord]:
+        """At most `limit` records of `tp` from `start`, up to the end the broker reports now
+        (a best-effort look ahead: on Tansu, whose end offsets can be too small after
+        multi-record batches, the last records may be missed)."""
+        return await through_outages(
+            lambda: self._read_ahead(TopicPartition(tp.topic, tp.partition), start, limit),
+            f"reading {tp.topic}[{tp.partition}] ahead from {start}",
+        )
+
     def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap_servers,
@@ -75,6 +84,28 @@ class KafkaLogReader:
                         records.append(InputRecord.from_consumer_record(fetched))
                     if len(records) >= self._chunk:
                         return records
+        finally:
+            await consumer.stop()
+
+    async def _read_ahead(self, tp: TopicPartition, start: int, limit: int) -> list[InputRecord]:
+        consumer = self._consumer()
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            stop = min((await consumer.end_offsets([tp]))[tp], start + limit)
+            records: list[InputRecord] = []
+            if start >= stop:
+                return records
+            consumer.seek(tp, start)
+            while await consumer.position(tp) < stop:
+                batches = await consumer.getmany(tp, timeout_ms=self._fetch_timeout_ms)
+                fetched = batches.get(tp, [])
+                if not fetched:
+                    return records
+                records.extend(
+                    InputRecord.from_consumer_record(r) for r in fetched if start <= r.offset < stop
+                )
+            return records
         finally:
             await consumer.stop()
 

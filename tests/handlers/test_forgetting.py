@@ -5,6 +5,7 @@ from __future__ import annotations
 from events.memories import derived_id
 from handlers.forgetting import (
     applies_to_type,
+    forget_ahead,
     memories_forgotten,
     memories_to_forget,
 )
@@ -89,3 +90,13 @@ def test_a_windows_fact_names_the_request_and_its_sessions() -> None:
     assert (fact.request_id, fact.scope, fact.session_ids) == (request.event_id, "session", ("s1",))
     user_fact = memories_forgotten(f.user_forgotten(), "semantic", [])
     assert (user_fact.scope, user_fact.saves) == ("user", True)
+
+
+def test_a_snapshot_whose_session_is_forgotten_further_on_is_not_extracted() -> None:
+    snapshot = f.snapshot()
+    request = f.session_forgotten()
+    other_session = sessions_forgotten(f.session_forgotten(session_id="s2"), ["s2"], 0)
+    other_user = sessions_forgotten(f.session_forgotten(user_id="u2"), ["s1"], 0)
+    assert forget_ahead(snapshot, [f.save_request(), other_session, other_user]) is None
+    later = [f.snapshot(turns=[{"content": "later"}]), sessions_forgotten(request, ["s1"], 1)]
+    assert forget_ahead(snapshot, later) == request.event_id
