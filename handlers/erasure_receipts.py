@@ -63,10 +63,12 @@ def is_complete(kind: ForgetScope, steps: Mapping[str, Mapping[str, Any]], parti
 
 
 def with_progress(receipt: Mapping[str, Any], partitions: int) -> dict[str, Any]:
-    """The receipt with `complete` and, per topic, `expected_steps` and `seen_steps`."""
+    """The receipt with its `request_id` (the document's `_id`), `complete` and, per topic,
+    `expected_steps` and `seen_steps`."""
     kind: ForgetScope = receipt["kind"]
     steps = receipt.get("steps") or {}
     return {
+        "request_id": receipt["_id"],
         **receipt,
         "complete": is_complete(kind, steps, partitions),
         "expected_steps": expected_steps(kind, partitions),
