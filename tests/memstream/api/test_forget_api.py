@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -139,7 +140,7 @@ def test_no_key_can_forget_or_read_the_erasures_of_another_principals_users(
     api: ServedApi, key: str, user: str
 ) -> None:
     with client(api, key) as memory:
-        calls = {
+        calls: dict[str, Callable[[], object]] = {
             "memory": lambda: memory.forget("m1", user_id=user),
             "session": lambda: memory.forget_session("s1", user_id=user),
             "user": lambda: memory.forget_user(user),
