@@ -93,3 +93,19 @@ def principal_problem(user_id: str, principal: Principal | None) -> str | None:
             f"cannot record for user {user_id!r}"
         )
     return None
+
+
+def whole_user_erasure(scope: MemoryScope) -> str:
+    """The user a request to forget a *whole user* erases, or `Refused`.
+
+    Any other call of a service account that names an end user acts on the account's own memory
+    (the deployed-agent rule: the id is ignored and counted). Forgetting a whole user is the one
+    call where that redirection would turn "forget this end user" into "forget everything this
+    agent knows", so a service account must name itself (or nobody) to forget itself.
+    """
+    if scope.ignored_user_id is not None:
+        raise Refused(
+            f"a service account can forget only its own memory ({scope.user_id!r}), "
+            f"not user {scope.ignored_user_id!r}"
+        )
+    return scope.user_id

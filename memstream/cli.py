@@ -90,12 +90,14 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_config_validate)
 
     from memstream.dlq import register as register_dlq
+    from memstream.forget_commands import register as register_forget
     from memstream.key_commands import register as register_keys
     from memstream.read_commands import register
 
     register(commands)
     register_dlq(commands)
     register_keys(commands)
+    register_forget(commands)
     return parser
 
 

@@ -8,6 +8,11 @@
 No extraction runs on the write path; knowledge appears once the session's snapshot is extracted.
 Every read is async (pymongo's async driver) and names its user; `SyncMemoryClient` offers the
 same calls to code without an event loop.
+
+Forgetting (`forget`, `forget_session`, `forget_user`) only writes a request to the log and
+returns its id; the stages carry it out in order with everything before it, and each leaves a
+step on the request's receipt (`erasure`, `wait_for_erasure`; docs/architecture.md,
+"Forgetting").
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,11 +28,13 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
 from events.saves import MemorySaveRequested
 from events.turns import Principal, SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
-from handlers.identity import resolve_scope
+from handlers.erasure_receipts import SDK_REQUESTER, requester, with_progress
+from handlers.identity import resolve_scope, whole_user_erasure
 from handlers.messages import ChatMessage, normalize_messages
 from handlers.ports import Embedder
 from handlers.rendering import detect_language
@@ -38,6 +46,11 @@ from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
+ERASURE_POLL_SECONDS = 0.5
+
+
+class MemoryNotFound(LookupError):
+    """The user has no memory with this id (a forget request for it is not sent)."""
 
 
 @dataclass
@@ -61,13 +74,17 @@ class MemoryClient:
         clock: Clock = utc_now,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
         embedder: Embedder | None = None,
+        requested_by: str = SDK_REQUESTER,
     ) -> None:
+        """`requested_by`: who a forget request says asked when the client acts as no principal
+        (the CLI passes `cli:<operator>`)."""
         self.settings = settings
         self.principal = principal
         self.deployed_agent = deployed_agent
         self.ignored_user_ids = 0
         self._clock = clock
         self._new_id = new_id
+        self._requester = requested_by
         self._topics = settings.kafka.topics
         self._shared = _Connections(EventProducer(settings.kafka), embedder=embedder)
         self._owner = True
@@ -185,6 +202,107 @@ class MemoryClient:
         )
         await self._producer.append(self._topics.snapshots, [request])
         return request.event_id
+
+    # -- forgetting ----------------------------------------------------------------------------
+
+    @property
+    def requested_by(self) -> str:
+        """Who this client's forget requests say asked: the acting principal, else the
+        client's requester."""
+        return requester(self.principal, self._requester)
+
+    async def forget(self, user_id: str, memory_id: str, *, reason: str = "") -> str:
+        """Forget one of the user's memories, every version of it; returns the request id.
+
+        Raises `MemoryNotFound` (nothing is sent) when the read model has no such memory for
+        the user — also once it has been forgotten."""
+        user = self._memory_user(user_id)
+        memory_type = await self._read.memory_type_of(user, memory_id)
+        if memory_type is None:
+            raise MemoryNotFound(f"user {user!r} has no memory {memory_id!r}")
+        request = MemoryForgotten(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=user,
+            requested_by=self.requested_by,
+            reason=reason,
+            memory_id=memory_id,
+            memory_type=memory_type,
+        )
+        await self._producer.append(self._topics.snapshots, [request])
+        return request.event_id
+
+    async def forget_session(self, user_id: str, session_id: str, *, reason: str = "") -> str:
+        """Forget a session: its turns, snapshots and the memories it contributed a version
+        to; returns the request id. A session with no data is forgotten all the same (the
+        receipt then counts nothing)."""
+        request = SessionForgotten(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=self._memory_user(user_id),
+            requested_by=self.requested_by,
+            reason=reason,
+            session_id=session_id,
+        )
+        await self._producer.append(self._topics.turns, [request])
+        return request.event_id
+
+    async def forget_user(self, user_id: str, *, reason: str = "") -> str:
+        """Forget everything of a user; returns the request id.
+
+        One `UserForgotten` per turns-topic partition (each window partition forgets the
+        user's sessions it holds), then one on the snapshots topic (the user's direct saves),
+        all with the same id. A deployed agent's service account may forget only itself:
+        naming another user raises `handlers.identity.Refused`."""
+        user = whole_user_erasure(
+            resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
+        )
+        request_id, now = self._new_id(), self._clock()
+
+        def copy_for(partition: int | None) -> UserForgotten:
+            return UserForgotten(
+                event_id=request_id,
+                occurred_at=now,
+                user_id=user,
+                requested_by=self.requested_by,
+                reason=reason,
+                turns_partition=partition,
+            )
+
+        for partition in range(self.settings.kafka.partitions):
+            await self._producer.append(
+                self._topics.turns, [copy_for(partition)], partition=partition
+            )
+        await self._producer.append(self._topics.snapshots, [copy_for(None)])
+        return request_id
+
+    async def erasures(self, user_id: str) -> list[Document]:
+        """The user's erasure receipts, newest first, each with `complete` (every stage that
+        must act on the request has left its step; `handlers.erasure_receipts`)."""
+        found = await self._read.erasures(self._memory_user(user_id))
+        return [with_progress(receipt, self.settings.kafka.partitions) for receipt in found]
+
+    async def erasure(self, request_id: str) -> Document | None:
+        """One request's receipt, with `complete` (`None`: no step has been projected yet, or
+        the receipt is another user's than this client may read)."""
+        found = await self._read.erasure(request_id)
+        if found is None or not self._may_read(found["user_id"]):
+            return None
+        return with_progress(found, self.settings.kafka.partitions)
+
+    async def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> Document:
+        """The request's receipt once it is complete; `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            receipt = await self.erasure(request_id)
+            if receipt is not None and receipt["complete"]:
+                return receipt
+            if time.monotonic() >= deadline:
+                seen = "no step yet" if receipt is None else f"steps {receipt['seen_steps']}"
+                raise TimeoutError(
+                    f"erasure {request_id} not complete after {timeout:.0f}s ({seen})"
+                )
+            await asyncio.sleep(ERASURE_POLL_SECONDS)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -322,12 +440,21 @@ class MemoryClient:
         self, user_id: str, *, since: int | datetime | None = None, follow: bool = False
     ) -> AsyncIterator[MemoryEvent]:
         """The user's memory events from the log, oldest first: from the beginning, from a
-        memories-topic offset, or from a time (`since`); then, with `follow`, live ones too."""
+        memories-topic offset, or from a time (`since`); then, with `follow`, live ones too.
+        Events of forgotten memories are skipped (the log still holds them; see
+        `memstream.event_feed`)."""
+        return self._events(self._memory_user(user_id), since, follow)
+
+    async def _events(
+        self, user_id: str, since: int | datetime | None, follow: bool
+    ) -> AsyncIterator[MemoryEvent]:
         from memstream.event_feed import memory_events
 
-        return memory_events(
-            self.settings.kafka, self._memory_user(user_id), since=since, follow=follow
-        )
+        erased = await self._read.erased_memory_ids(user_id)
+        async for event in memory_events(
+            self.settings.kafka, user_id, since=since, follow=follow, erased=erased
+        ):
+            yield event
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -353,6 +480,12 @@ class MemoryClient:
                 embedder, self.settings.embedding, self.settings.llm
             )
         return self._shared.embedder
+
+    def _may_read(self, user_id: str) -> bool:
+        """May this client read `user_id`'s data without its id being replaced (a deployed
+        agent reads only its own)?"""
+        scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
+        return scope.ignored_user_id is None
 
     def _memory_user(self, user_id: str) -> str:
         scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)

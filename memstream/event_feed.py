@@ -6,6 +6,14 @@ records, and yields the memory events of each result record — the first record
 save) and type only, as the projector does. It starts at the beginning, at an offset, or at a
 time the records were appended at or after (`offsets_for_times`), and with `follow` waits for
 new records after reaching the end.
+
+Forgotten memories: the feed skips every event of a memory in `erased`, the ids the user's
+erasure receipts list (`ReadModel.erased_memory_ids`, read once when the feed starts). Logical
+forgetting erases the read models but not the log: the memories topic still holds those events
+until they are made unreadable (part 2, crypto-shredding), so the filter is what keeps a consumer
+replaying history from seeing them again. A memory forgotten while a feed follows was sent to it
+before it was forgotten; its id never comes back (a memory id derives from the snapshot or save
+that made it), so nothing after the erasure needs the filter.
 """
 
 from __future__ import annotations
@@ -38,8 +46,10 @@ async def memory_events(
     *,
     since: int | datetime | None = None,
     follow: bool = False,
+    erased: frozenset[str] = frozenset(),
 ) -> AsyncIterator[MemoryEvent]:
-    """The user's memory events in log order (see the module doc)."""
+    """The user's memory events in log order, but those of the `erased` memories (see the
+    module doc)."""
     if not kafka.bootstrap_servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
     tp = TopicPartition(kafka.topics.memories, user_partition(user_id, kafka.partitions))
@@ -65,7 +75,8 @@ async def memory_events(
                 if earliest is not None and record.timestamp < earliest:
                     continue
                 for event in _memory_events_of(record.value, seen):
-                    yield event
+                    if event.memory_id not in erased:
+                        yield event
             if not follow and not records and await consumer.position(tp) >= end:
                 return
     finally:

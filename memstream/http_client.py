@@ -11,10 +11,12 @@ Kafka path stays the fast path for producers (BENCHMARKS.md, "HTTP API").
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -85,6 +87,55 @@ class HttpMemoryClient:
         """Save a memory directly; returns the save's id."""
         body = {"user_id": user_id, "memory_type": memory_type, "text": text, **options}
         return str(self._call("POST", "/saves", body)["save_id"])
+
+    # -- forgetting ----------------------------------------------------------------------------
+
+    def forget(self, memory_id: str, *, user_id: str, reason: str = "") -> str:
+        """Forget one memory; returns the request id (`ApiError` 404: no such memory)."""
+        path = f"/users/{_segment(user_id)}/memories/{_segment(memory_id)}"
+        return self._forget(path, reason)
+
+    def forget_session(self, session_id: str, *, user_id: str, reason: str = "") -> str:
+        """Forget a session; returns the request id."""
+        return self._forget(f"/users/{_segment(user_id)}/sessions/{_segment(session_id)}", reason)
+
+    def forget_user(self, user_id: str, *, reason: str = "") -> str:
+        """Forget everything of a user (a service-account key: only its own id); returns the
+        request id."""
+        return self._forget(f"/users/{_segment(user_id)}", reason)
+
+    def erasures(self, *, user_id: str) -> list[Document]:
+        """The user's erasure receipts, newest first, each with `complete`."""
+        found: list[Document] = self._call("GET", f"/users/{_segment(user_id)}/erasures")[
+            "erasures"
+        ]
+        return found
+
+    def erasure(self, request_id: str) -> Document | None:
+        """One request's receipt (`None`: none yet, or not one this key may read)."""
+        try:
+            return self._call("GET", f"/erasures/{_segment(request_id)}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def wait_for_erasure(
+        self, request_id: str, timeout: float = 60.0, *, poll: float = 0.5
+    ) -> Document:
+        """The request's receipt once it is complete; `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            receipt = self.erasure(request_id)
+            if receipt is not None and receipt["complete"]:
+                return receipt
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"erasure {request_id} not complete after {timeout:.0f}s")
+            time.sleep(poll)
+
+    def _forget(self, path: str, reason: str) -> str:
+        params = {"reason": reason} if reason else None
+        return str(self._call("DELETE", path, params=params)["request_id"])
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -168,6 +219,11 @@ class HttpMemoryClient:
             raise _error(response)
         found: Document = response.json()
         return found
+
+
+def _segment(value: str) -> str:
+    """`value` as one URL path segment (a `/` in an id is escaped, not a separator)."""
+    return quote(value, safe="")
 
 
 def _present(values: Mapping[str, Any]) -> dict[str, Any]:

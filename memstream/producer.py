@@ -66,12 +66,21 @@ class EventProducer:
             await self._producer.stop()
             self._producer = None
 
-    async def append(self, topic: str, events: Sequence[AnyEvent]) -> None:
-        """Send `events` in order and wait until the broker has all of them."""
+    async def append(
+        self, topic: str, events: Sequence[AnyEvent], *, partition: int | None = None
+    ) -> None:
+        """Send `events` in order and wait until the broker has all of them: to the partition
+        of their key, or to `partition` (a `UserForgotten` copy goes to every turns partition,
+        whatever its key)."""
         if self._producer is None:
             raise RuntimeError("call `await client.start()` (or use `async with`) before writing")
         futures = [
-            await self._producer.send(topic, encode(event), key=event.key.encode())  # type: ignore[union-attr]
+            await self._producer.send(
+                topic,
+                encode(event),
+                key=event.key.encode(),  # type: ignore[union-attr]
+                partition=partition,
+            )
             for event in events
         ]
         for future in futures:

@@ -79,15 +79,21 @@ def since_value(text: str | None) -> int | datetime | None:
 
 
 def _events(args: argparse.Namespace) -> int:
-    from memstream.event_feed import memory_events
+    from memstream.client import MemoryClient
 
     settings = load_settings()
     since = since_value(args.since)
+    if not settings.mongodb.uri:
+        print(
+            "memstream: MONGODB_URI is not set (the feed reads the erasure receipts to skip "
+            "forgotten memories; is `memstream up` running?)",
+            file=sys.stderr,
+        )
+        return 2
+    client = MemoryClient(settings)  # reads only: the producer is never started
 
     async def show() -> None:
-        async for event in memory_events(
-            settings.kafka, args.user, since=since, follow=args.follow
-        ):
+        async for event in client.events(args.user, since=since, follow=args.follow):
             if args.json:
                 print(event.model_dump_json(), flush=True)
             else:
@@ -97,8 +103,14 @@ def _events(args: argparse.Namespace) -> int:
                     flush=True,
                 )
 
+    async def shown() -> None:
+        try:
+            await show()
+        finally:
+            await client.close()
+
     try:
-        asyncio.run(show())
+        asyncio.run(shown())
     except KeyboardInterrupt:
         return 0
     return 0

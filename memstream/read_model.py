@@ -33,6 +33,9 @@ from projections.store import (
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
+ERASURES = "erasures"
+"""The projector's erasure receipts, one per forget request (`_id`: the request id); the
+completeness rule is `handlers.erasure_receipts`."""
 
 
 class ReadModel:
@@ -159,6 +162,37 @@ class ReadModel:
             MEMORIES, {"user_id": user_id, "status": "current"}, INDEXED_FIELDS
         )
         return self._index.store(user_id, UserIndex.built(revision, documents))
+
+    async def memory_type_of(self, user_id: str, memory_id: str) -> MemoryType | None:
+        """The type of one of the user's memories (`None`: the user has no such memory)."""
+        found = await self._db[MEMORIES].find_one(
+            {"user_id": user_id, "memory_id": memory_id}, {"memory_type": 1}
+        )
+        if found is None:
+            return None
+        memory_type: MemoryType = found["memory_type"]
+        return memory_type
+
+    # -- erasures ------------------------------------------------------------------------------
+
+    async def erasures(self, user_id: str) -> list[Document]:
+        """The user's erasure receipts, newest request first."""
+        return await self._find(
+            ERASURES, {"user_id": user_id}, sort=[("requested_at", DESCENDING), ("_id", ASCENDING)]
+        )
+
+    async def erasure(self, request_id: str) -> Document | None:
+        """One receipt by its request id (the caller checks whose it is)."""
+        found: Document | None = await self._db[ERASURES].find_one({"_id": request_id})
+        return found
+
+    async def erased_memory_ids(self, user_id: str) -> frozenset[str]:
+        """Every memory id the user's receipts list as erased (by any memories step)."""
+        ids: set[str] = set()
+        for receipt in await self._find(ERASURES, {"user_id": user_id}, {"steps": 1}):
+            for step in (receipt.get("steps") or {}).values():
+                ids.update(step.get("memory_ids") or ())
+        return frozenset(ids)
 
     # -- short-term memory and audit -----------------------------------------------------------
 

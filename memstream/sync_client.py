@@ -79,6 +79,27 @@ class SyncMemoryClient:
         self._run(self.client.start())
         return self._run(self.client.save(user_id, memory_type, text, **options))
 
+    def forget(self, user_id: str, memory_id: str, *, reason: str = "") -> str:
+        self._run(self.client.start())
+        return self._run(self.client.forget(user_id, memory_id, reason=reason))
+
+    def forget_session(self, user_id: str, session_id: str, *, reason: str = "") -> str:
+        self._run(self.client.start())
+        return self._run(self.client.forget_session(user_id, session_id, reason=reason))
+
+    def forget_user(self, user_id: str, *, reason: str = "") -> str:
+        self._run(self.client.start())
+        return self._run(self.client.forget_user(user_id, reason=reason))
+
+    def erasures(self, user_id: str) -> list[Document]:
+        return self._run(self.client.erasures(user_id))
+
+    def erasure(self, request_id: str) -> Document | None:
+        return self._run(self.client.erasure(request_id))
+
+    def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> Document:
+        return self._run(self.client.wait_for_erasure(request_id, timeout))
+
     def memories(self, user_id: str, **options: Any) -> list[Document]:
         return self._run(self.client.memories(user_id, **options))
 

@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, FastAPI, Query
+from fastapi import APIRouter, FastAPI, Path, Query
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import StreamingResponse
 
+from events.forgetting import MAX_REASON_CHARS
 from events.memories import MemoryType
 from memstream.api import models as m
 from memstream.api.auth import Authenticated, Caller
@@ -37,6 +38,19 @@ UserQuery = Annotated[
         description="The end user (an application key must name it; ignored for a service "
         "account key).",
     ),
+]
+UserPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\s|\x00-\x1f]+$",
+        description="The end user (a service account key: its own id; see each operation).",
+    ),
+]
+Reason = Annotated[
+    str,
+    Query(max_length=MAX_REASON_CHARS, description="Why (kept on the receipt, never content)."),
 ]
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No, an unknown or a revoked API key"},
@@ -234,6 +248,8 @@ def _router() -> APIRouter:
             _ndjson(caller, user, start, follow), media_type=NDJSON, headers=caller.headers
         )
 
+    _forget_routes(router)
+
     @router.get("/status", response_model=m.Status, tags=["operations"])
     async def status(caller: Authenticated) -> Any:
         """The key's principal and the pipeline's health (broker, database, lag, dead letters:
@@ -255,9 +271,92 @@ def _router() -> APIRouter:
     return router
 
 
-def _path_id() -> Any:
-    from fastapi import Path
+def _forget_routes(router: APIRouter) -> None:
+    """Forgetting: each DELETE writes one request to the log and answers 202 with its id; the
+    stages carry it out in order, and its receipt tells when they have
+    (docs/architecture.md, "Forgetting")."""
+    accepted: dict[int | str, dict[str, Any]] = {
+        202: {"description": "The request is in the log; its receipt follows"}
+    }
+    unknown_memory: dict[int | str, dict[str, Any]] = {
+        404: {"model": Problem, "description": "The user has no such memory"}
+    }
 
+    @router.delete(
+        "/users/{user_id}/memories/{memory_id}",
+        status_code=202,
+        response_model=m.ForgetAccepted,
+        responses={**accepted, **unknown_memory},
+        tags=["forget"],
+    )
+    async def forget_memory(
+        user_id: UserPath,
+        memory_id: Annotated[str, Path(min_length=1, max_length=200)],
+        caller: Authenticated,
+        reason: Reason = "",
+    ) -> Any:
+        """Forget one memory, every version of it (a service account: one of its own)."""
+        user = await caller.user(user_id)
+        request_id = await caller.memory.forget(user, memory_id, reason=reason)
+        return caller.reply({"user_id": user, "request_id": request_id}, 202)
+
+    @router.delete(
+        "/users/{user_id}/sessions/{session_id}",
+        status_code=202,
+        response_model=m.ForgetAccepted,
+        responses=accepted,
+        tags=["forget"],
+    )
+    async def forget_session(
+        user_id: UserPath,
+        session_id: UserPath,
+        caller: Authenticated,
+        reason: Reason = "",
+    ) -> Any:
+        """Forget a session: its turns, snapshots and the memories it contributed to (a
+        service account: one of its own sessions)."""
+        user = await caller.user(user_id)
+        request_id = await caller.memory.forget_session(user, session_id, reason=reason)
+        return caller.reply({"user_id": user, "request_id": request_id}, 202)
+
+    @router.delete(
+        "/users/{user_id}",
+        status_code=202,
+        response_model=m.ForgetAccepted,
+        responses=accepted,
+        tags=["forget"],
+    )
+    async def forget_user(user_id: UserPath, caller: Authenticated, reason: Reason = "") -> Any:
+        """Forget everything of a user. A service account key may forget only itself: it must
+        name its own id (any other is refused, not replaced)."""
+        user = await caller.whole_user(user_id)
+        request_id = await caller.memory.forget_user(user, reason=reason)
+        return caller.reply({"user_id": user, "request_id": request_id}, 202)
+
+    @router.get("/users/{user_id}/erasures", response_model=m.Erasures, tags=["forget"])
+    async def erasures(user_id: UserPath, caller: Authenticated) -> Any:
+        """The user's erasure receipts, newest first, each with `complete`."""
+        user = await caller.user(user_id)
+        return caller.reply({"user_id": user, "erasures": await caller.memory.erasures(user)})
+
+    @router.get(
+        "/erasures/{request_id}",
+        response_model=m.ErasureReceipt,
+        responses={404: {"model": Problem, "description": "No receipt this key may read"}},
+        tags=["forget"],
+    )
+    async def erasure(
+        request_id: Annotated[str, Path(min_length=1, max_length=200)], caller: Authenticated
+    ) -> Any:
+        """One request's receipt (404 until its first step is projected, and for a receipt of
+        a user the key may not read)."""
+        receipt = await caller.memory.erasure(request_id)
+        if receipt is None or not await caller.may_read(receipt["user_id"]):
+            raise ApiProblem(404, "not-found", f"no erasure receipt {request_id!r}")
+        return caller.reply(receipt)
+
+
+def _path_id() -> Any:
     return Path(min_length=1, max_length=300, pattern=r"^[^\s|\x00-\x1f]+$")
 
 

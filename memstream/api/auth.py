@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from handlers.identity import authorize
+from handlers.identity import MemoryScope, Refused, authorize, whole_user_erasure
 from memstream.client import MemoryClient
 from memstream.keys import InvalidKey, Key, KeyStore
 
@@ -40,12 +40,7 @@ class Caller:
 
     async def user(self, requested: str | None) -> str:
         """The memory user this call acts on (`Refused` if the key may not act on it)."""
-        service_accounts = (
-            frozenset()
-            if self.key.grant.kind == "service_account"
-            else await self.keys.service_accounts()
-        )
-        scope = authorize(self.key.grant, requested, service_accounts=service_accounts)
+        scope = await self._scope(requested)
         if scope.ignored_user_id is not None:
             await self.keys.count_ignored(self.key.key_id)
             self.headers[IGNORED_HEADER] = scope.ignored_user_id
@@ -55,6 +50,27 @@ class Caller:
                 scope.ignored_user_id,
             )
         return scope.user_id
+
+    async def whole_user(self, requested: str) -> str:
+        """The user a request to forget a whole user erases: as `user`, but a service account
+        must name itself (`handlers.identity.whole_user_erasure`)."""
+        return whole_user_erasure(await self._scope(requested))
+
+    async def may_read(self, user_id: str) -> bool:
+        """May this key read `user_id`'s data as named (not replaced by its own id)?"""
+        try:
+            scope = await self._scope(user_id)
+        except Refused:
+            return False
+        return scope.ignored_user_id is None
+
+    async def _scope(self, requested: str | None) -> MemoryScope:
+        service_accounts = (
+            frozenset()
+            if self.key.grant.kind == "service_account"
+            else await self.keys.service_accounts()
+        )
+        return authorize(self.key.grant, requested, service_accounts=service_accounts)
 
     def reply(self, content: Any, status: int = 200) -> Response:
         return Response(

@@ -1,4 +1,4 @@
-"""The MCP server: tools `remember` and `recall`, scoped by an API key.
+"""The MCP server: tools `remember`, `recall` and `forget`, scoped by an API key.
 
 Over streamable HTTP (mounted at ``/mcp`` of the API) the key is the request's
 ``Authorization: Bearer`` header; over stdio (`memstream mcp`) it is the key the server was
@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
 from memstream.api.auth import Caller, authenticated
-from memstream.client import MemoryClient
+from memstream.client import MemoryClient, MemoryNotFound
 from memstream.config import Settings
 from memstream.keys import InvalidKey, KeyStore
 
@@ -31,7 +32,7 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
     server: MCPServer = MCPServer(
         "memstream",
         instructions="Long-term memory: `remember` a conversation's messages, `recall` what "
-        "was learned about the user.",
+        "was learned about the user, `forget` a memory or a session the user wants gone.",
         **options,
     )
 
@@ -83,6 +84,31 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
         block = await caller.memory.build_context(user, query, session_id=session_id)
         return {"user_id": user, "context": block}
 
+    @server.tool()
+    async def forget(
+        ctx: Context,
+        user_id: str | None = None,
+        memory_id: str | None = None,
+        session_id: str | None = None,
+        reason: str = "",
+    ) -> dict[str, Any]:
+        """Forget one memory (`memory_id`, from `recall` with mode="search") or a whole session
+        (`session_id`: its messages and what was learned from it); give exactly one. The
+        stages erase it shortly after; returns the request id. A service-account key forgets
+        from its own memory."""
+        async with _refusals_as_tool_errors():
+            if (memory_id is None) == (session_id is None):
+                raise ToolError("give exactly one of memory_id and session_id")
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
+            if memory_id is not None:
+                request_id = await caller.memory.forget(user, memory_id, reason=reason)
+            else:
+                request_id = await caller.memory.forget_session(
+                    user, session_id or "", reason=reason
+                )
+            return {"user_id": user, "request_id": request_id}
+
     return server
 
 
@@ -92,7 +118,13 @@ async def _refusals_as_tool_errors() -> AsyncIterator[None]:
     the MCP server reports them without their text)."""
     try:
         yield
-    except (InvalidKey, Refused, InvalidMessageError) as exc:
+    except (
+        InvalidKey,
+        Refused,
+        InvalidMessageError,
+        MemoryNotFound,
+        pydantic.ValidationError,
+    ) as exc:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 

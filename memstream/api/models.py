@@ -125,3 +125,29 @@ class Status(BaseModel):
     user_prefix: str | None
     ignored_user_ids: int
     pipeline: dict[str, Any]
+
+
+class ForgetAccepted(BaseModel):
+    """A forget request was written to the log; the stages carry it out in order."""
+
+    user_id: str
+    request_id: str = Field(description="The request's id: its receipt's id (GET /v1/erasures/…)")
+
+
+class ErasureReceipt(BaseModel):
+    """What the stages erased for one forget request (counts only, never content)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    request_id: str
+    kind: str = Field(description="memory, session or user")
+    user_id: str
+    complete: bool = Field(description="Every stage that must act on the request has left its step")
+    steps: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    expected_steps: dict[str, int] = Field(default_factory=dict)
+    seen_steps: dict[str, int] = Field(default_factory=dict)
+
+
+class Erasures(BaseModel):
+    user_id: str
+    erasures: list[ErasureReceipt]

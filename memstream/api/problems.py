@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
+from memstream.client import MemoryNotFound
 from memstream.keys import InvalidKey
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:
         return problem(request, 403, "forbidden-user", str(exc))
+
+    @app.exception_handler(MemoryNotFound)
+    async def memory_not_found(request: Request, exc: MemoryNotFound) -> Response:
+        return problem(request, 404, "memory-not-found", str(exc))
 
     @app.exception_handler(InvalidMessageError)
     async def invalid_message(request: Request, exc: InvalidMessageError) -> Response:

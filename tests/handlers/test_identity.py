@@ -12,6 +12,7 @@ from handlers.identity import (
     authorize,
     principal_problem,
     resolve_scope,
+    whole_user_erasure,
 )
 
 
@@ -94,3 +95,17 @@ def test_an_event_claiming_a_service_account_for_another_user_is_a_problem() -> 
     assert principal_problem("tim", Principal(kind="application", id="app-1")) is None
     assert principal_problem("tim", None) is None
     assert "cannot record for user 'tim'" in (principal_problem("tim", account) or "")
+
+
+def test_a_service_account_forgets_a_whole_user_only_when_it_names_itself() -> None:
+    account = Grant(Principal(kind="service_account", id="sa-1"))
+    named_itself = authorize(account, "sa-1", service_accounts=frozenset())
+    assert whole_user_erasure(named_itself) == "sa-1"
+    assert whole_user_erasure(authorize(account, None, service_accounts=frozenset())) == "sa-1"
+    with pytest.raises(Refused, match="only its own memory"):
+        whole_user_erasure(authorize(account, "end-user-7", service_accounts=frozenset()))
+
+
+def test_an_application_forgets_the_user_it_names() -> None:
+    app = Grant(Principal(kind="application", id="acme"), user_prefix="acme-")
+    assert whole_user_erasure(authorize(app, "acme-1", service_accounts=frozenset())) == "acme-1"

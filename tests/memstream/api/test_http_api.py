@@ -252,6 +252,11 @@ def test_the_openapi_document_describes_every_endpoint(api: ServedApi) -> None:
         "/v1/profile",
         "/v1/events",
         "/v1/status",
+        "/v1/users/{user_id}",
+        "/v1/users/{user_id}/memories/{memory_id}",
+        "/v1/users/{user_id}/sessions/{session_id}",
+        "/v1/users/{user_id}/erasures",
+        "/v1/erasures/{request_id}",
     }
     search = document["paths"]["/v1/search"]["post"]
     assert search["security"] == [{"ApiKey": []}]

@@ -16,6 +16,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from events.forgetting import MemoryForgotten, SessionForgotten
+from events.turns import session_key
+from memstream.http_client import HttpMemoryClient
+from tests.memstream.api.test_forget_api import requests_in_log, saved_memory
 from tests.support.api import SERVICE_ACCOUNT, ServedApi
 
 pytestmark = pytest.mark.integration
@@ -65,7 +69,7 @@ async def test_remember_then_recall_through_an_mcp_client_session(
     opened: AbstractAsyncContextManager[ClientSession] = transport(api, api.keys["acme"])
     async with opened as session:
         tools = {tool.name for tool in (await session.list_tools()).tools}
-        assert tools == {"remember", "recall"}
+        assert tools == {"remember", "recall", "forget"}
         remembered = await call(
             session,
             "remember",
@@ -121,3 +125,35 @@ async def test_mcp_over_http_refuses_a_missing_or_revoked_key(api: ServedApi) ->
         assert "revoked" in str(refused.content)
     async with over_http(api, "msk_nope_nope") as session:
         assert (await session.call_tool("recall", {"user_id": "u", "query": "q"})).is_error
+
+
+async def test_forget_through_an_mcp_client_session_writes_the_request_scoped_by_the_key(
+    api: ServedApi,
+) -> None:
+    kafka = api.pipeline.settings.kafka
+    with HttpMemoryClient(api.url, api.keys["acme"]) as memory:
+        memory_id = await asyncio.to_thread(saved_memory, memory, "acme-mcpf", "The user rows.")
+    async with over_http(api, api.keys["acme"]) as session:
+        forgot_memory = await call(
+            session, "forget", {"user_id": "acme-mcpf", "memory_id": memory_id, "reason": "r"}
+        )
+        forgot_session = await call(session, "forget", {"user_id": "acme-mcpf", "session_id": "s1"})
+        unknown = await session.call_tool("forget", {"user_id": "acme-mcpf", "memory_id": "nope"})
+        assert unknown.is_error and "MemoryNotFound" in str(unknown.content)
+        both = await session.call_tool(
+            "forget", {"user_id": "acme-mcpf", "memory_id": memory_id, "session_id": "s1"}
+        )
+        assert both.is_error and "exactly one" in str(both.content)
+    async with over_http(api, api.keys["globex"]) as session:
+        refused = await session.call_tool("forget", {"user_id": "acme-mcpf", "session_id": "s1"})
+        assert refused.is_error
+    assert forgot_memory["user_id"] == "acme-mcpf"
+    ((_, key, request),) = await asyncio.to_thread(
+        requests_in_log, api, kafka.topics.snapshots, forgot_memory["request_id"]
+    )
+    assert isinstance(request, MemoryForgotten) and request.memory_id == memory_id
+    assert key == "acme-mcpf" and request.requested_by == "application:acme"
+    ((_, key, request),) = await asyncio.to_thread(
+        requests_in_log, api, kafka.topics.turns, forgot_session["request_id"]
+    )
+    assert isinstance(request, SessionForgotten) and key == session_key("acme-mcpf", "s1")
