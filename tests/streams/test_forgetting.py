@@ -60,7 +60,9 @@ def with_client(pipeline: PipelineHarness, use: Callable[[MemoryClient], Awaitab
     return asyncio.run(run())
 
 
-def say(pipeline: PipelineHarness, user: str, session: str, *texts: str, flush: bool = True) -> None:
+def say(
+    pipeline: PipelineHarness, user: str, session: str, *texts: str, flush: bool = True
+) -> None:
     pipeline.record(user, session, [{"role": "user", "content": text} for text in texts])
     if flush:
         pipeline.flush(user, session)
@@ -181,9 +183,7 @@ def test_forgetting_a_user_erases_open_turns_saves_and_profile_and_spares_others
     pipeline.save("ann", "semantic", "The user likes green tea.")
     say(pipeline, "ann", "a2", "I play chess.", flush=False)  # still open in the window
     say(pipeline, "bob", "b1", "I live in Berlin.")
-    wait_for_memories(
-        pipeline, "ann", ["The user likes green tea.", "The user works at Stripe."]
-    )
+    wait_for_memories(pipeline, "ann", ["The user likes green tea.", "The user works at Stripe."])
     wait_for_memories(pipeline, "bob", ["The user lives in Berlin."])
     eventually(
         lambda: pipeline.db["turns"].count_documents({"session_id": "a2"}),
