@@ -14,10 +14,19 @@ through a `Writes`; they never call the driver themselves. Two executors:
   upsert costs several times as much on SecantusDB), a repeat is compared in memory, and a
   many-document update by a list of ids is sent as one update per id (an `$in` on `_id` scans
   the collection on SecantusDB): see docs/architecture.md, "Replay".
+
+Erasure (`projections.forgetting`) adds a delete and a read. A receipt needs the count a delete
+returns and the read needs the database as the log has made it so far, so `BulkWrites` sends
+everything queued first and then runs them at once — erasures are rare, a flush per erasure is
+cheap, and flushing every collection keeps the log's order across collections too. A delete
+also drops what the replay decided in memory about the documents it removed: an id written
+again after its erasure is new data, and must be written as the live projector writes it (a
+plain insert, a fresh claim), not taken for a repeat of the erased document.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -70,6 +79,16 @@ class Writes(Protocol):
 
     def link_turn(self, turn_id: str) -> None:
         """Point a turn at its snapshot if the snapshot was projected first."""
+        ...
+
+    def delete(self, collection: str, selector: dict[str, Any]) -> int:
+        """Delete every document `selector` matches, after every write asked for before;
+        how many were deleted (0 on a redelivery)."""
+        ...
+
+    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
+        """The `field` (a dotted path) of every document `selector` matches, after every write
+        asked for before; documents without it are left out."""
         ...
 
 
@@ -147,6 +166,12 @@ class LiveWrites:
         snapshot = self.db[SNAPSHOTS].find_one({"turn_ids": turn_id}, {"_id": 1})
         if snapshot is not None:
             self.db[TURNS].update_one({"_id": turn_id}, {"$set": {"snapshot_id": snapshot["_id"]}})
+
+    def delete(self, collection: str, selector: dict[str, Any]) -> int:
+        return self.db[collection].delete_many(selector).deleted_count
+
+    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
+        return _values(self.db[collection].find(selector, {field: 1}), field)
 
 
 @dataclass
@@ -241,6 +266,20 @@ class BulkWrites:
     def link_turn(self, turn_id: str) -> None:
         """Nothing to do: a replay reads every turn before any snapshot."""
 
+    def delete(self, collection: str, selector: dict[str, Any]) -> int:
+        self.flush()
+        doomed = set(self.ids(collection, selector))
+        if not doomed:
+            return 0
+        deleted = self.db[collection].delete_many(selector).deleted_count
+        self.written += 1
+        self._forget(collection, doomed)
+        return deleted
+
+    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
+        self.flush()
+        return _values(self.db[collection].find(selector, {field: 1}), field)
+
     @property
     def pending(self) -> int:
         return sum(len(queue) for queue in self.queued.values())
@@ -251,6 +290,19 @@ class BulkWrites:
             for start in range(0, len(queue), self.batch):
                 self._send(collection, queue[start : start + self.batch])
         self.queued = {}
+
+    def _forget(self, collection: str, doomed: set[Any]) -> None:
+        """Drop the in-memory decisions about the deleted documents `doomed` of `collection`."""
+        self.inserted = {
+            key: held
+            for key, held in self.inserted.items()
+            if not (key[0] == collection and key[1] in doomed)
+        }
+        self.upserted = {k for k in self.upserted if not (k[0] == collection and k[1] in doomed)}
+        erased = {k for k in self.claims if k[0] == collection and k[1] in doomed}
+        for key in erased:
+            del self.claims[key]
+        self.failed_claims -= erased
 
     def _queue(self, collection: str, queued: _Queued) -> None:
         self.queued.setdefault(collection, []).append(queued)
@@ -282,6 +334,21 @@ class BulkWrites:
                     check_same(self.db[collection], doc_id, fingerprint)
                 except IdCollision as exc:
                     self.collisions.append(str(exc))
+
+
+def _values(documents: Iterable[dict[str, Any]], field: str) -> list[Any]:
+    """The value at the dotted path `field` of each document that has one."""
+    found: list[Any] = []
+    for document in documents:
+        value: Any = document
+        for part in field.split("."):
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+        if value is not _MISSING:
+            found.append(value)
+    return found
+
+
+_MISSING = object()
 
 
 def _listed(condition: Any) -> list[Any] | None:
