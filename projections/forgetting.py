@@ -41,6 +41,13 @@ Decisions this module makes:
    the request arrives, and a request's `$setOnInsert` would then never write who asked.
    Counts are `$max`ed, so a redelivery, which deletes nothing, never lowers them. A receipt
    holds ids and counts, never content.
+7. An extraction result is on the memories topic, its snapshot on the snapshots topic, and the
+   two are projected independently: when the result comes after the snapshot's erasure (a
+   replay always reads the snapshots topic first), its claim starts a stub document
+   (`extractions` only, with the user and session). The stage's `MemoriesForgotten` for those
+   sessions comes after every result it wrote for them, so it erases the stubs, uncounted:
+   the snapshot was counted where it was erased. Stubs written before they named their user
+   (releases before forgetting) are not found.
 """
 
 from __future__ import annotations
@@ -137,6 +144,7 @@ def _erase_memories(db: Writes, fact: MemoriesForgotten) -> None:
     _unset_profile_fields(db, user_id, "memory_id", erased)
     unlinked = _unlink_reinforcements(db, user_id, list(fact.session_ids), erased)
     _erase_memory_log(db, user_id, memory_ids, list(fact.session_ids))
+    _erase_result_stubs(db, user_id, list(fact.session_ids))
     saves = _erase_saves(db, fact, memory_ids)
     mine = {"user_id": user_id, "memory_id": {"$in": memory_ids}}
     versions = db.ids(MEMORIES, mine, "memory_id") if memory_ids else []
@@ -205,6 +213,19 @@ def _erase_memory_log(db: Writes, user_id: str, memory_ids: list[str], sessions:
         db.delete(
             MEMORY_EVENTS, {"user_id": user_id, "event.evidence.session_id": {"$in": sessions}}
         )
+
+
+def _erase_result_stubs(db: Writes, user_id: str, sessions: list[str]) -> None:
+    """The snapshot documents an extraction result created after `SessionsForgotten` erased its
+    snapshot (decision 7): only stubs, without turns — a whole snapshot of these sessions is
+    either erased by its `SessionsForgotten` or new data."""
+    if sessions:
+        stubs = {
+            "user_id": user_id,
+            "session_id": {"$in": sessions},
+            "turn_ids": {"$exists": False},
+        }
+        db.delete(SNAPSHOTS, stubs)
 
 
 def _erase_saves(db: Writes, fact: MemoriesForgotten, memory_ids: list[str]) -> int:

@@ -63,15 +63,30 @@ class Writes(Protocol):
         ...
 
     def claim(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         """Take `slot` of document `doc_id` (the whole document when `slot` is "") for a record
         with `fingerprint`; True if this record holds it (first, or the same record again),
-        False if another record took it first."""
+        False if another record took it first. A document the claim creates starts with the
+        fields `created`."""
         ...
 
     def replace_failed(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         """Like `claim`, but the record may also take `slot` from a record whose `failure` is
         set (an operator's redrive of a failed extraction); True if this record holds it."""
@@ -125,14 +140,21 @@ class LiveWrites:
             raise IdCollision(collision) from exc
 
     def claim(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         target = self.db[collection]
         if not slot:
             if (
                 target.update_one(
                     {"_id": doc_id},
-                    {"$setOnInsert": {**record, FINGERPRINT: fingerprint}},
+                    {"$setOnInsert": {**(created or {}), **record, FINGERPRINT: fingerprint}},
                     upsert=True,
                 ).upserted_id
                 is not None
@@ -143,7 +165,7 @@ class LiveWrites:
         try:
             target.update_one(
                 {"_id": doc_id, slot: {"$exists": False}},
-                {"$set": {slot: {**record, FINGERPRINT: fingerprint}}},
+                _taking(slot, {**record, FINGERPRINT: fingerprint}, created),
                 upsert=True,
             )
             return True
@@ -154,13 +176,20 @@ class LiveWrites:
             return bool(held.get(FINGERPRINT, fingerprint) == fingerprint)
 
     def replace_failed(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         self.db[collection].update_one(
             {"_id": doc_id, f"{slot}.failure": {"$exists": True, "$ne": None}},
             {"$set": {slot: {**record, FINGERPRINT: fingerprint}}},
         )
-        return self.claim(collection, doc_id, slot, record, fingerprint)
+        return self.claim(collection, doc_id, slot, record, fingerprint, created=created)
 
     def link_turn(self, turn_id: str) -> None:
         snapshot = self.db[SNAPSHOTS].find_one({"turn_ids": turn_id}, {"_id": 1})
@@ -242,7 +271,14 @@ class BulkWrites:
         self._queue(collection, _Queued(kind(selector, change, upsert=upsert), collision=collision))
 
     def claim(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         holder = self.claims.setdefault((collection, doc_id, slot), fingerprint)
         if holder != fingerprint:
@@ -250,18 +286,29 @@ class BulkWrites:
         if record.get("failure") is not None:
             self.failed_claims.add((collection, doc_id, slot))
         value = {**record, FINGERPRINT: fingerprint}
-        change = {"$set": {slot: value}} if slot else {"$setOnInsert": value}
+        change = (
+            _taking(slot, value, created)
+            if slot
+            else {"$setOnInsert": {**(created or {}), **value}}
+        )
         self.update(collection, {"_id": doc_id}, change, upsert=True)
         return True
 
     def replace_failed(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         held = (collection, doc_id, slot)
         if held in self.failed_claims:
             del self.claims[held]
             self.failed_claims.discard(held)
-        return self.claim(collection, doc_id, slot, record, fingerprint)
+        return self.claim(collection, doc_id, slot, record, fingerprint, created=created)
 
     def link_turn(self, turn_id: str) -> None:
         """Nothing to do: a replay reads every turn before any snapshot."""
@@ -334,6 +381,14 @@ class BulkWrites:
                     check_same(self.db[collection], doc_id, fingerprint)
                 except IdCollision as exc:
                     self.collisions.append(str(exc))
+
+
+def _taking(slot: str, value: dict[str, Any], created: dict[str, Any] | None) -> dict[str, Any]:
+    """The change that puts `value` in `slot`, starting a new document with `created`."""
+    change: dict[str, Any] = {"$set": {slot: value}}
+    if created:
+        change["$setOnInsert"] = created
+    return change
 
 
 def _values(documents: Iterable[dict[str, Any]], field: str) -> list[Any]:
