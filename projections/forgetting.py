@@ -143,6 +143,7 @@ def _erase_memories(db: Writes, fact: MemoriesForgotten) -> None:
     erased = set(memory_ids)
     _unset_profile_fields(db, user_id, "memory_id", erased)
     unlinked = _unlink_reinforcements(db, user_id, list(fact.session_ids), erased)
+    count_changes(db, user_id, unlinked)  # before their log goes: a redelivery finds no more
     _erase_memory_log(db, user_id, memory_ids, list(fact.session_ids))
     _erase_result_stubs(db, user_id, list(fact.session_ids))
     saves = _erase_saves(db, fact, memory_ids)
@@ -150,7 +151,7 @@ def _erase_memories(db: Writes, fact: MemoriesForgotten) -> None:
     versions = db.ids(MEMORIES, mine, "memory_id") if memory_ids else []
     if versions:
         db.delete(MEMORIES, mine)
-    count_changes(db, user_id, [*memory_ids, *unlinked])
+    count_changes(db, user_id, memory_ids)
     counts = {"memories": len(set(versions)), "versions": len(versions), "saves": saves}
     _record_step(
         db,

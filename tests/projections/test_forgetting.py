@@ -612,13 +612,34 @@ def test_a_forgotten_user_who_comes_back_starts_a_new_profile(db: Db, projected:
     assert profile["fields"]["name"]["value"] == "Timothy"
 
 
+def test_a_bulk_delete_follows_the_writes_queued_before_it_and_an_id_written_after_is_new(
+    db: Db,
+) -> None:
+    writes = BulkWrites(db)
+    writes.insert_once("turns", "t1", {"user_id": "tim"}, "fp")
+    assert writes.ids("turns", {"user_id": "tim"}) == ["t1"]
+    assert writes.delete("turns", {"user_id": "tim"}) == 1
+    assert writes.delete("turns", {"user_id": "tim"}) == 0
+    writes.insert_once("turns", "t1", {"user_id": "tim"}, "fp")  # new data, not a repeat
+    writes.flush()
+    assert [d["_id"] for d in db["turns"].find()] == ["t1"]
+
+
 # -- live and replay agree; search forgets ------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "erasures",
+    [[forget_session_s2, forget_memory_home], [forget_user_tim]],
+    ids=["session-then-memory", "user"],
+)
 def test_a_replay_in_topic_order_builds_the_same_read_model_and_receipts_as_live(
-    db: Db, client: MongoClient[dict[str, Any]]
+    db: Db,
+    client: MongoClient[dict[str, Any]],
+    erasures: list[Callable[[], list[Logged]]],
 ) -> None:
-    log = [*world(), *forget_session_s2(), *forget_memory_home()]
+    """A replay reads the turns topic, then snapshots, then memories: stubs and all converge."""
+    log = [*world(), *(logged for erasure in erasures for logged in erasure())]
     live(db)(log)
     rebuilt = client[f"forget_bulk_{uuid.uuid4().hex[:10]}"]
     try:
