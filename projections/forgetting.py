@@ -20,8 +20,8 @@ anything read later is new data that stays. A replay reads each partition in log
 Decisions this module makes:
 
 1. A turn projected before turns stored their partition has none, and every `UserForgotten`
-   copy erases it: the first copy to arrive takes it, which is where it was (all its turns were
-   read before that copy, in whatever partition).
+   copy erases it: it was projected before any request existed, so it precedes every copy,
+   and the first copy to arrive erases it.
 2. A profile field set by an erased turn or memory is unset, not rolled back to an older
    observation: the next observation of the field sets it again. A profile left without fields
    is deleted, so nothing of a forgotten user remains in it.
@@ -31,7 +31,7 @@ Decisions this module makes:
 4. A reinforcement from a forgotten session leaves the memory it reinforced (no version came
    from the session) but loses its evidence entry, and `reinforcement_count` drops by one —
    entry by entry, each conditional on the entry still being there, so a redelivery lowers
-   nothing twice. Attributes it merged stay (see docs/architecture.md, "Known limits").
+   nothing twice. Attributes it merged and the `updated_at` it set stay.
 5. Search forgets with the read model: each `MemoriesForgotten` delivery counts the memories it
    erased or unlinked in `memory_writes` (`projections.memories.count_changes`), every delivery
    like every memory event, so a crash before the count is repaired by the redelivery.
@@ -46,8 +46,8 @@ Decisions this module makes:
    replay always reads the snapshots topic first), its claim starts a stub document
    (`extractions` only, with the user and session). The stage's `MemoriesForgotten` for those
    sessions comes after every result it wrote for them, so it erases the stubs, uncounted:
-   the snapshot was counted where it was erased. Stubs written before they named their user
-   (releases before forgetting) are not found.
+   the snapshot was counted where it was erased. Stubs projected before results named their
+   user and session are not found.
 """
 
 from __future__ import annotations

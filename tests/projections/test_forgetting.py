@@ -165,9 +165,9 @@ SAVE = MemorySaved(
     memory_type="semantic",
     decisions=(added("m-tea", "tim", "The user drinks tea.", None, 6, "drink"),),
 )
-TEXTS = [
-    t.content for t in (TIM_1, TIM_2, TIM_3, TIM_4, ANN_1)
-] + [  # every text the world holds: none may appear on a receipt
+TURN_TEXTS = [t.content for t in (TIM_1, TIM_2, TIM_3, TIM_4, ANN_1)]
+TEXTS = [  # every text the world holds: none may appear on a receipt
+    *TURN_TEXTS,
     "The user lives in Lisbon.",
     "The user has a dog.",
     "The user has a two-year-old dog.",
