@@ -10,7 +10,9 @@ that are already there. Two sources:
   rebuilt from `turns`, `snapshots` (with each extraction's `decision_ids`), `saves`,
   `memory_events` and `dead_letters`, then projected the same way.
 
-Records are read with the same validation as the projector (`handlers.inputs`). Replay refuses
+Records are read with the same validation as the projector (`handlers.inputs`), and each event
+keeps the partition it was read from (`LoggedEvent`), which turns store as the projector's do:
+forgetting a user erases a turns partition's turns (`projections.forgetting`). Replay refuses
 a database that already holds a read model: bulk claims assume they are the first.
 
 **Verify** compares two read models document by document and lists every difference.
@@ -61,6 +63,14 @@ class IncompleteReadModel(RuntimeError):
     """The source read model names something it does not hold (the projector is behind)."""
 
 
+@dataclass(frozen=True)
+class LoggedEvent:
+    """An event to replay and the partition it was read from (None when unknown)."""
+
+    event: AnyEvent
+    partition: int | None = None
+
+
 @dataclass
 class ReplayReport:
     """What a replay read and wrote."""
@@ -73,7 +83,7 @@ class ReplayReport:
 
 
 def replay(
-    events: Iterator[AnyEvent], target: Db, *, total: int | None = None, show: bool = True
+    events: Iterator[LoggedEvent], target: Db, *, total: int | None = None, show: bool = True
 ) -> ReplayReport:
     """Project `events` (in replay order) into the empty database `target`, in bulk."""
     if any(target[name].estimated_document_count() for name in COMPARED):
@@ -84,8 +94,8 @@ def replay(
     started = time.monotonic()
     with Progress(disable=not show, transient=False) as progress:
         task = progress.add_task("replaying", total=total)
-        for event in events:
-            apply_event(writes, event)
+        for logged in events:
+            apply_event(writes, logged.event, partition=logged.partition)
             report.events += 1
             progress.advance(task)
             if writes.pending >= FLUSH_EVERY:
@@ -102,14 +112,14 @@ def replay(
 
 def kafka_events(
     kafka: KafkaSettings, *, from_offset: int | None = None, from_time: datetime | None = None
-) -> list[AnyEvent]:
+) -> list[LoggedEvent]:
     """Every event of the four topics in replay order (see the module doc)."""
     return asyncio.run(_kafka_events(kafka, from_offset, from_time))
 
 
 async def _kafka_events(
     kafka: KafkaSettings, from_offset: int | None, from_time: datetime | None
-) -> list[AnyEvent]:
+) -> list[LoggedEvent]:
     if not kafka.bootstrap_servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set")
     topics = kafka.topics
@@ -119,7 +129,7 @@ async def _kafka_events(
         auto_offset_reset="earliest",
     )
     await consumer.start()
-    events: list[AnyEvent] = []
+    events: list[LoggedEvent] = []
     try:
         order = [
             TopicPartition(topic, partition)
@@ -131,7 +141,7 @@ async def _kafka_events(
             for key, value in read.get(tp, ()):
                 event = _readable(tp.topic, topics.turns, topics.snapshots, key, value)
                 if event is not None:
-                    events.append(event)
+                    events.append(LoggedEvent(event, tp.partition))
     finally:
         await consumer.stop()
     return events
@@ -189,11 +199,19 @@ def _readable(
 # -- the log rebuilt from the read model ------------------------------------------------------
 
 
-def collection_events(source: Db) -> Iterator[AnyEvent]:
-    """The events the read model `source` was projected from, in replay order."""
+def collection_events(source: Db) -> Iterator[LoggedEvent]:
+    """The events the read model `source` was projected from, in replay order, each turn with
+    the partition it was read from (None for the rest, and for turns projected before turns
+    kept it). What was erased is gone from the collections, and so from this replay; the
+    receipts in `erasures` are not rebuilt."""
     turns = {t["_id"]: t for t in source[TURNS].find()}
     for turn in sorted(turns.values(), key=lambda t: (t["recorded_at"], t["_id"])):
-        yield _turn(turn)
+        yield LoggedEvent(_turn(turn), turn.get("partition"))
+    for event in _events_after_turns(source, turns):
+        yield LoggedEvent(event)
+
+
+def _events_after_turns(source: Db, turns: dict[str, dict[str, Any]]) -> Iterator[AnyEvent]:
     for snapshot in (
         source[SNAPSHOTS]
         .find({"turn_ids": {"$exists": True}})

@@ -8,11 +8,19 @@ from pymongo.database import Database
 
 from events.codec import AnyEvent
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
+from events.forgetting import (
+    MemoriesForgotten,
+    MemoryForgotten,
+    SessionForgotten,
+    SessionsForgotten,
+    UserForgotten,
+)
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
 from projections.extractions import project_extraction, project_save
+from projections.forgetting import project_forgetting
 from projections.identity import IdCollision
 from projections.memories import project_memory_event
 from projections.short_term import (
@@ -25,18 +33,20 @@ from projections.store import ensure_indexes
 from projections.writes import BulkWrites, LiveWrites, Writes
 
 
-def project(db: Database[dict[str, Any]], event: AnyEvent) -> None:
+def project(db: Database[dict[str, Any]], event: AnyEvent, *, partition: int | None = None) -> None:
     """Apply any event to the read model now; events without a view (commands) are skipped.
 
-    Raises `IdCollision` when an id the event uses already holds other content.
+    `partition` is the partition the record was read from (None when unknown). Raises
+    `IdCollision` when an id the event uses already holds other content.
     """
-    apply_event(LiveWrites(db), event)
+    apply_event(LiveWrites(db), event, partition=partition)
 
 
-def apply_event(db: Writes, event: AnyEvent) -> None:
-    """Say, through `db`, what `event` changes in the read model (live or in bulk)."""
+def apply_event(db: Writes, event: AnyEvent, *, partition: int | None = None) -> None:
+    """Say, through `db`, what `event` changes in the read model (live or in bulk); a turn
+    keeps the turns-topic `partition` it was read from (`projections.forgetting`)."""
     if isinstance(event, TurnRecorded):
-        project_turn(db, event)
+        project_turn(db, event, partition)
     elif isinstance(event, SnapshotPromoted):
         project_snapshot(db, event)
     elif isinstance(event, SnapshotExtracted):
@@ -49,6 +59,11 @@ def apply_event(db: Writes, event: AnyEvent) -> None:
         project_dead_letter(db, event)
     elif isinstance(event, DeadLetterRedriven):
         project_redrive(db, event)
+    elif isinstance(
+        event,
+        MemoryForgotten | SessionForgotten | UserForgotten | SessionsForgotten | MemoriesForgotten,
+    ):
+        project_forgetting(db, event)
 
 
 __all__ = ["BulkWrites", "IdCollision", "LiveWrites", "apply_event", "ensure_indexes", "project"]

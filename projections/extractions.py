@@ -43,7 +43,12 @@ def project_extraction(db: Writes, result: SnapshotExtracted) -> bool:
     slot = f"extractions.{result.memory_type}"
     # An operator's redrive may replace a failed result (docs/architecture.md, "Dead letters").
     take = db.replace_failed if result.redrive_id else db.claim
-    if not take(SNAPSHOTS, result.snapshot_id, slot, record, result_fingerprint(result)):
+    # Projected before its snapshot, the record starts the document: it names its user and
+    # session so that forgetting the session finds it (`projections.forgetting`).
+    owner = {"user_id": result.user_id, "session_id": result.session_id}
+    if not take(
+        SNAPSHOTS, result.snapshot_id, slot, record, result_fingerprint(result), created=owner
+    ):
         log.warning(
             "ignored a later %s result for snapshot %s: the first one stands",
             result.memory_type,

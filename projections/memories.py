@@ -8,6 +8,7 @@ raises `IdCollision` (see `projections.identity`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
@@ -33,7 +34,7 @@ def project_memory_event(db: Writes, event: MemoryEvent) -> None:
     if isinstance(event, MemoryReinforced):
         _reinforce(db, event)
     _append_to_log(db, event)
-    _count_write(db, event)
+    count_changes(db, event.user_id, [event.memory_id])
 
 
 def _evidence(event: MemoryEvent) -> dict[str, Any]:
@@ -119,17 +120,21 @@ def _append_to_log(db: Writes, event: MemoryEvent) -> None:
     db.insert_once(MEMORY_EVENTS, event.event_id, entry, _fingerprint(event))
 
 
-def _count_write(db: Writes, event: MemoryEvent) -> None:
-    """Bump the user's write count and note the memory, after the memories changed. Every
-    delivery counts, a redelivery too: the count only has to change whenever the memories may
-    have (a spurious change costs search one memory's refresh), and a crash before this write
-    is repaired by the redelivery, as for the log entry."""
+def count_changes(db: Writes, user_id: str, memory_ids: Sequence[str]) -> None:
+    """Bump the user's write count by one per memory and note the memories, after they changed.
+
+    Every delivery counts, a redelivery too: the count only has to change whenever the memories
+    may have (a spurious change costs search one memory's refresh), and a crash before this
+    write is repaired by the redelivery, as for the log entry. Search reads the last `count`
+    increase's worth of `changed` (`memstream.read_model`), so the two move together."""
+    if not memory_ids:
+        return
     db.update(
         MEMORY_WRITES,
-        {"_id": event.user_id},
+        {"_id": user_id},
         {
-            "$inc": {"count": 1},
-            "$push": {"changed": {"$each": [event.memory_id], "$slice": -CHANGES_KEPT}},
+            "$inc": {"count": len(memory_ids)},
+            "$push": {"changed": {"$each": list(memory_ids), "$slice": -CHANGES_KEPT}},
         },
         upsert=True,
     )

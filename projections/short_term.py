@@ -12,14 +12,18 @@ from projections.store import DEAD_LETTERS, SNAPSHOTS, TURNS
 from projections.writes import Writes
 
 
-def project_turn(db: Writes, turn: TurnRecorded) -> None:
+def project_turn(db: Writes, turn: TurnRecorded, partition: int | None = None) -> None:
     """Store a turn (short-term memory) and let a named user turn name the profile.
 
     The fingerprint is the window's (`handlers.window.turn_fingerprint`): a turn re-sent under
-    its id is the same turn; other content under the same id is an `IdCollision`.
+    its id is the same turn; other content under the same id is an `IdCollision`. `partition`
+    is the turns-topic partition the turn was read from (None when unknown): a `UserForgotten`
+    copy erases the turns of its own partition (`projections.forgetting`). It is not part of
+    the fingerprint — where a turn was read from is not what it says.
     """
     document = turn.model_dump(exclude={"event_id", "event_type", "schema_version"})
-    db.insert_once(TURNS, turn.event_id, {**document, "snapshot_id": None}, turn_fingerprint(turn))
+    stored = {**document, "snapshot_id": None, "partition": partition}
+    db.insert_once(TURNS, turn.event_id, stored, turn_fingerprint(turn))
     # The snapshot may have been projected first (turns and snapshots are separate streams):
     # each side writes, then links the other, so whichever comes second links them.
     db.link_turn(turn.event_id)

@@ -17,12 +17,16 @@ TURNS = "turns"
 SNAPSHOTS = "snapshots"
 DEAD_LETTERS = "dead_letters"
 SAVES = "saves"
+ERASURES = "erasures"
+"""The receipts of forgetting, one per request (`_id`: the request's event id): who asked, why,
+when, and what each stage erased — counts and ids, never content (`projections.forgetting`)."""
 MEMORY_WRITES = "memory_writes"
-"""Per user (`_id`: the user id): `count`, how many memory events were projected for the user,
-redeliveries included, and `changed`, the memory ids of the last `CHANGES_KEPT` of them, in
-order — search's change feed: its in-process index reads this by `_id` and updates only those
-memories (docs/architecture.md, "Search"). Not part of the compared read model: a replay counts
-each event once, the live projector once per delivery."""
+"""Per user (`_id`: the user id): `count`, how many memory changes were projected for the user
+— one per memory event, one per memory an erasure removed or unlinked — redeliveries included,
+and `changed`, the memory ids of the last `CHANGES_KEPT` of them, in order — search's change
+feed: its in-process index reads this by `_id` and updates only those memories
+(docs/architecture.md, "Search"). Not part of the compared read model: a replay counts each
+change once, the live projector once per delivery."""
 CHANGES_KEPT = 1000
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -44,6 +48,7 @@ INDEXES: dict[str, list[IndexModel]] = {
     TURNS: [
         IndexModel([("user_id", ASCENDING), ("session_id", ASCENDING), ("occurred_at", ASCENDING)]),
         IndexModel([("snapshot_id", ASCENDING)]),
+        IndexModel([("user_id", ASCENDING), ("partition", ASCENDING)]),  # forgetting a user
     ],
     SNAPSHOTS: [
         # Not unique: `seq` restarts when an ephemeral log is lost; snapshot ids never do.
@@ -57,6 +62,7 @@ INDEXES: dict[str, list[IndexModel]] = {
     ],
     DEAD_LETTERS: [IndexModel([("stage", ASCENDING), ("dead_lettered_at", DESCENDING)])],
     SAVES: [IndexModel([("user_id", ASCENDING), ("at", DESCENDING)])],
+    ERASURES: [IndexModel([("user_id", ASCENDING), ("requested_at", ASCENDING)])],
 }
 
 

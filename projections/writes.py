@@ -14,10 +14,19 @@ through a `Writes`; they never call the driver themselves. Two executors:
   upsert costs several times as much on SecantusDB), a repeat is compared in memory, and a
   many-document update by a list of ids is sent as one update per id (an `$in` on `_id` scans
   the collection on SecantusDB): see docs/architecture.md, "Replay".
+
+Erasure (`projections.forgetting`) adds a delete and a read. A receipt needs the count a delete
+returns and the read needs the database as the log has made it so far, so `BulkWrites` sends
+everything queued first and then runs them at once — erasures are rare, a flush per erasure is
+cheap, and flushing every collection keeps the log's order across collections too. A delete
+also drops what the replay decided in memory about the documents it removed: an id written
+again after its erasure is new data, and must be written as the live projector writes it (a
+plain insert, a fresh claim), not taken for a repeat of the erased document.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,15 +63,30 @@ class Writes(Protocol):
         ...
 
     def claim(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         """Take `slot` of document `doc_id` (the whole document when `slot` is "") for a record
         with `fingerprint`; True if this record holds it (first, or the same record again),
-        False if another record took it first."""
+        False if another record took it first. A document the claim creates starts with the
+        fields `created`."""
         ...
 
     def replace_failed(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         """Like `claim`, but the record may also take `slot` from a record whose `failure` is
         set (an operator's redrive of a failed extraction); True if this record holds it."""
@@ -70,6 +94,16 @@ class Writes(Protocol):
 
     def link_turn(self, turn_id: str) -> None:
         """Point a turn at its snapshot if the snapshot was projected first."""
+        ...
+
+    def delete(self, collection: str, selector: dict[str, Any]) -> int:
+        """Delete every document `selector` matches, after every write asked for before;
+        how many were deleted (0 on a redelivery)."""
+        ...
+
+    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
+        """The `field` (a dotted path) of every document `selector` matches, after every write
+        asked for before; documents without it are left out."""
         ...
 
 
@@ -106,14 +140,21 @@ class LiveWrites:
             raise IdCollision(collision) from exc
 
     def claim(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         target = self.db[collection]
         if not slot:
             if (
                 target.update_one(
                     {"_id": doc_id},
-                    {"$setOnInsert": {**record, FINGERPRINT: fingerprint}},
+                    {"$setOnInsert": {**(created or {}), **record, FINGERPRINT: fingerprint}},
                     upsert=True,
                 ).upserted_id
                 is not None
@@ -124,7 +165,7 @@ class LiveWrites:
         try:
             target.update_one(
                 {"_id": doc_id, slot: {"$exists": False}},
-                {"$set": {slot: {**record, FINGERPRINT: fingerprint}}},
+                _taking(slot, {**record, FINGERPRINT: fingerprint}, created),
                 upsert=True,
             )
             return True
@@ -135,18 +176,31 @@ class LiveWrites:
             return bool(held.get(FINGERPRINT, fingerprint) == fingerprint)
 
     def replace_failed(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         self.db[collection].update_one(
             {"_id": doc_id, f"{slot}.failure": {"$exists": True, "$ne": None}},
             {"$set": {slot: {**record, FINGERPRINT: fingerprint}}},
         )
-        return self.claim(collection, doc_id, slot, record, fingerprint)
+        return self.claim(collection, doc_id, slot, record, fingerprint, created=created)
 
     def link_turn(self, turn_id: str) -> None:
         snapshot = self.db[SNAPSHOTS].find_one({"turn_ids": turn_id}, {"_id": 1})
         if snapshot is not None:
             self.db[TURNS].update_one({"_id": turn_id}, {"$set": {"snapshot_id": snapshot["_id"]}})
+
+    def delete(self, collection: str, selector: dict[str, Any]) -> int:
+        return self.db[collection].delete_many(selector).deleted_count
+
+    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
+        return _values(self.db[collection].find(selector, {field: 1}), field)
 
 
 @dataclass
@@ -217,7 +271,14 @@ class BulkWrites:
         self._queue(collection, _Queued(kind(selector, change, upsert=upsert), collision=collision))
 
     def claim(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         holder = self.claims.setdefault((collection, doc_id, slot), fingerprint)
         if holder != fingerprint:
@@ -225,21 +286,46 @@ class BulkWrites:
         if record.get("failure") is not None:
             self.failed_claims.add((collection, doc_id, slot))
         value = {**record, FINGERPRINT: fingerprint}
-        change = {"$set": {slot: value}} if slot else {"$setOnInsert": value}
+        change = (
+            _taking(slot, value, created)
+            if slot
+            else {"$setOnInsert": {**(created or {}), **value}}
+        )
         self.update(collection, {"_id": doc_id}, change, upsert=True)
         return True
 
     def replace_failed(
-        self, collection: str, doc_id: str, slot: str, record: dict[str, Any], fingerprint: str
+        self,
+        collection: str,
+        doc_id: str,
+        slot: str,
+        record: dict[str, Any],
+        fingerprint: str,
+        *,
+        created: dict[str, Any] | None = None,
     ) -> bool:
         held = (collection, doc_id, slot)
         if held in self.failed_claims:
             del self.claims[held]
             self.failed_claims.discard(held)
-        return self.claim(collection, doc_id, slot, record, fingerprint)
+        return self.claim(collection, doc_id, slot, record, fingerprint, created=created)
 
     def link_turn(self, turn_id: str) -> None:
         """Nothing to do: a replay reads every turn before any snapshot."""
+
+    def delete(self, collection: str, selector: dict[str, Any]) -> int:
+        self.flush()
+        doomed = set(self.ids(collection, selector))
+        if not doomed:
+            return 0
+        deleted = self.db[collection].delete_many(selector).deleted_count
+        self.written += 1
+        self._forget(collection, doomed)
+        return deleted
+
+    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
+        self.flush()
+        return _values(self.db[collection].find(selector, {field: 1}), field)
 
     @property
     def pending(self) -> int:
@@ -251,6 +337,19 @@ class BulkWrites:
             for start in range(0, len(queue), self.batch):
                 self._send(collection, queue[start : start + self.batch])
         self.queued = {}
+
+    def _forget(self, collection: str, doomed: set[Any]) -> None:
+        """Drop the in-memory decisions about the deleted documents `doomed` of `collection`."""
+        self.inserted = {
+            key: held
+            for key, held in self.inserted.items()
+            if not (key[0] == collection and key[1] in doomed)
+        }
+        self.upserted = {k for k in self.upserted if not (k[0] == collection and k[1] in doomed)}
+        erased = {k for k in self.claims if k[0] == collection and k[1] in doomed}
+        for key in erased:
+            del self.claims[key]
+        self.failed_claims -= erased
 
     def _queue(self, collection: str, queued: _Queued) -> None:
         self.queued.setdefault(collection, []).append(queued)
@@ -282,6 +381,29 @@ class BulkWrites:
                     check_same(self.db[collection], doc_id, fingerprint)
                 except IdCollision as exc:
                     self.collisions.append(str(exc))
+
+
+def _taking(slot: str, value: dict[str, Any], created: dict[str, Any] | None) -> dict[str, Any]:
+    """The change that puts `value` in `slot`, starting a new document with `created`."""
+    change: dict[str, Any] = {"$set": {slot: value}}
+    if created:
+        change["$setOnInsert"] = created
+    return change
+
+
+def _values(documents: Iterable[dict[str, Any]], field: str) -> list[Any]:
+    """The value at the dotted path `field` of each document that has one."""
+    found: list[Any] = []
+    for document in documents:
+        value: Any = document
+        for part in field.split("."):
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+        if value is not _MISSING:
+            found.append(value)
+    return found
+
+
+_MISSING = object()
 
 
 def _listed(condition: Any) -> list[Any] | None:

@@ -79,7 +79,8 @@ def create_projector_app(
             if event is None:
                 return
             await through_outages(
-                partial(asyncio.to_thread, project, db, event), f"projecting {record.position}"
+                partial(asyncio.to_thread, project, db, event, partition=record.partition),
+                f"projecting {record.position}",
             )
             decisions = getattr(event, "decisions", ())
             fault_point(
