@@ -22,6 +22,7 @@ from handlers.rendering import session_context
 from handlers.search import Filters, SearchMode
 from memstream.search_index import INDEXED_FIELDS, Revision, SearchIndex, UserIndex
 from projections.store import (
+    ERASURES,
     MEMORIES,
     MEMORY_EVENTS,
     MEMORY_WRITES,
@@ -33,9 +34,6 @@ from projections.store import (
 
 log = logging.getLogger(__name__)
 Document = dict[str, Any]
-ERASURES = "erasures"
-"""The projector's erasure receipts, one per forget request (`_id`: the request id); the
-completeness rule is `handlers.erasure_receipts`."""
 
 
 class ReadModel:
