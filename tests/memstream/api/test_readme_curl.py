@@ -49,3 +49,20 @@ def test_the_readme_curl_examples_remember_and_recall(api: ServedApi) -> None:
         what="search, context and memories all showing the memory",
     )
     assert '"next_cursor":null' in recalled
+
+
+def test_the_readme_curl_example_forgets_a_session_and_reads_its_receipt(api: ServedApi) -> None:
+    run(sh_example("curl-remember"), api)
+    eventually(
+        lambda: run(sh_example("curl-recall"), api),
+        lambda out: "The user works at Stripe." in out,
+        what="the memory searchable",
+    )
+    receipt = run(sh_example("curl-forget"), api)
+    assert '"kind":"session"' in receipt and "Stripe" not in receipt
+    recalled = eventually(
+        lambda: run(sh_example("curl-recall"), api),
+        lambda out: "Stripe" not in out,
+        what="the forgotten session's memory gone from search, context and memories",
+    )
+    assert '"next_cursor":null' in recalled
