@@ -11,6 +11,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.forgetting import (
     MemoriesForgotten,
+    MemoryExpired,
     MemoryForgotten,
     SessionForgotten,
     SessionsForgotten,
@@ -39,7 +40,8 @@ AnyEvent = Annotated[
     | SessionForgotten
     | UserForgotten
     | SessionsForgotten
-    | MemoriesForgotten,
+    | MemoriesForgotten
+    | MemoryExpired,
     Field(discriminator="event_type"),
 ]
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -60,6 +62,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     UserForgotten,
     SessionsForgotten,
     MemoriesForgotten,
+    MemoryExpired,
 )
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 

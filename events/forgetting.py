@@ -29,11 +29,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from events.base import Event, Identifier
+from events.base import Event, Identifier, UtcDatetime
 from events.memories import MemoryType
 from events.turns import session_key
 
-ForgetScope = Literal["memory", "session", "user"]
+ForgetScope = Literal["memory", "session", "user", "expiry"]
 MAX_REASON_CHARS = 1_000
 
 
@@ -82,6 +82,27 @@ class UserForgotten(_ForgetRequest):
     schema_version: Literal[1] = 1
 
     turns_partition: int | None = Field(default=None, ge=0)
+
+    @property
+    def key(self) -> str:
+        return self.user_id
+
+
+class MemoryExpired(Event):
+    """A memory type's stage saw the current version of a memory reach its `expires_at`.
+
+    Written by the stage's expiry timer (the wall clock only triggers it) to the snapshots
+    topic, keyed by user; the stage acts on it when it reads it back, if that version is still
+    the current one and still expires then. `event_id` derives from the memory and its expiry;
+    `occurred_at` is `expires_at`."""
+
+    event_type: Literal["MemoryExpired"] = "MemoryExpired"
+    schema_version: Literal[1] = 1
+
+    user_id: Identifier
+    memory_id: str = Field(min_length=1, max_length=200)
+    memory_type: MemoryType
+    expires_at: UtcDatetime
 
     @property
     def key(self) -> str:

@@ -117,6 +117,9 @@ class MemoryAdded(_MemoryEvent):
     content: MemoryContent
     embedding: tuple[float, ...] = ()
     evidence: Evidence
+    expires_at: UtcDatetime | None = None
+    """When this version expires and the memory is forgotten (None: never); see
+    docs/architecture.md, "Expiry"."""
 
 
 class MemoryUpdated(_MemoryEvent):
@@ -131,6 +134,8 @@ class MemoryUpdated(_MemoryEvent):
     embedding: tuple[float, ...] = ()
     evidence: Evidence
     reason: str | None = Field(default=None, max_length=1_000)
+    expires_at: UtcDatetime | None = None
+    """When this version expires (None: never)."""
 
 
 class MemoryReinforced(_MemoryEvent):

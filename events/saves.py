@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from events.base import Event, Identifier
+from events.base import Event, Identifier, UtcDatetime
 from events.memories import LLMUsage, MemoryContent, MemoryDecision, MemoryType, upcast_decisions
 from events.turns import Principal
 
@@ -29,6 +29,8 @@ class MemorySaveRequested(Event):
     memory_type: MemoryType
     content: MemoryContent
     principal: Principal | None = None
+    expires_at: UtcDatetime | None = None
+    """When the saved memory expires (None: the type's retention, if any)."""
 
     @property
     def key(self) -> str:

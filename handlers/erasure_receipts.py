@@ -6,7 +6,7 @@ leaves a *step* on the request's receipt (collection `erasures`, docs/architectu
 partition's `SessionsForgotten`), `memories-<id>` (a memory type's `MemoriesForgotten`). Nothing
 records how many steps will come, so the read side computes it from the configuration:
 
-* memory: 1 memories step (the memory's type's stage);
+* memory, or a memory's expiry: 1 memories step (the memory's type's stage);
 * session: 1 turns + 1 snapshots + T memories steps (every type's stage reads the
   `SessionsForgotten`, T = the number of memory types, 4);
 * user: P turns + P snapshots + T·(P + 1) memories steps (P = `kafka.partitions`: one copy of the
@@ -38,7 +38,7 @@ SDK_REQUESTER = "sdk"
 def expected_steps(kind: ForgetScope, partitions: int) -> dict[StepTopic, int]:
     """How many steps of each topic a request of `kind` leaves (see the module doc)."""
     types = len(MEMORY_TYPES)
-    if kind == "memory":
+    if kind in ("memory", "expiry"):
         return {"turns": 0, "snapshots": 0, "memories": 1}
     if kind == "session":
         return {"turns": 1, "snapshots": 1, "memories": types}

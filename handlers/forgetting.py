@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from events.forgetting import (
     ForgetScope,
     MemoriesForgotten,
+    MemoryExpired,
     MemoryForgotten,
     SessionsForgotten,
     UserForgotten,
@@ -28,13 +29,15 @@ from events.memories import MemoryType, derived_id
 from events.snapshots import SnapshotPromoted
 from handlers.reconcile import KnownMemory
 
-StageForgetInput = MemoryForgotten | SessionsForgotten | UserForgotten
+StageForgetInput = MemoryForgotten | SessionsForgotten | UserForgotten | MemoryExpired
 """The forget inputs a memory type's stage reads on the snapshots topic."""
 
 
 def applies_to_type(request: StageForgetInput, memory_type: MemoryType) -> bool:
     """Whether the stage of `memory_type` acts on `request` (a memory request names its type)."""
-    return not isinstance(request, MemoryForgotten) or request.memory_type == memory_type
+    if isinstance(request, MemoryForgotten | MemoryExpired):
+        return request.memory_type == memory_type
+    return True
 
 
 def memories_to_forget(request: StageForgetInput, known: Iterable[KnownMemory]) -> tuple[str, ...]:
@@ -45,6 +48,12 @@ def memories_to_forget(request: StageForgetInput, known: Iterable[KnownMemory]) 
     """
     if isinstance(request, MemoryForgotten):
         return (request.memory_id,)
+    if isinstance(request, MemoryExpired):  # only if that version is still current and due
+        return tuple(
+            memory.memory_id
+            for memory in known
+            if memory.memory_id == request.memory_id and memory.expires_at == request.expires_at
+        )
     if isinstance(request, SessionsForgotten):
         wanted = {f"session:{session_id}" for session_id in request.session_ids}
     else:
@@ -60,6 +69,8 @@ def memories_forgotten(
     session_ids: tuple[str, ...] = ()
     if isinstance(request, MemoryForgotten):
         request_id, scope = request.event_id, "memory"
+    elif isinstance(request, MemoryExpired):
+        request_id, scope = request.event_id, "expiry"
     elif isinstance(request, SessionsForgotten):
         request_id, scope, session_ids = request.request_id, request.scope, request.session_ids
     else:

@@ -10,7 +10,13 @@ not projected into `turns` either).
 from __future__ import annotations
 
 from events.codec import AnyEvent, EventDecodeError, decode
-from events.forgetting import MemoryForgotten, SessionForgotten, SessionsForgotten, UserForgotten
+from events.forgetting import (
+    MemoryExpired,
+    MemoryForgotten,
+    SessionForgotten,
+    SessionsForgotten,
+    UserForgotten,
+)
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
@@ -20,7 +26,12 @@ TurnsTopicEvent = (
     TurnRecorded | SessionFlushRequested | SessionIdled | SessionForgotten | UserForgotten
 )
 SnapshotsTopicEvent = (
-    SnapshotPromoted | MemorySaveRequested | MemoryForgotten | UserForgotten | SessionsForgotten
+    SnapshotPromoted
+    | MemorySaveRequested
+    | MemoryForgotten
+    | UserForgotten
+    | SessionsForgotten
+    | MemoryExpired
 )
 ResultRecord = SnapshotExtracted | MemorySaved
 

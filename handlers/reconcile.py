@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from events.base import UtcDatetime
 from events.memories import (
     Evidence,
     MemoryAdded,
@@ -62,6 +63,8 @@ class KnownMemory(BaseModel):
     origins: tuple[str, ...] = ()
     """Where its versions came from (`origin_of`), so forgetting a session or the user's saves
     finds it (docs/architecture.md, "Forgetting"); empty in state stored before the field."""
+    expires_at: UtcDatetime | None = None
+    """When the current version expires (None: never)."""
 
 
 @dataclass(frozen=True)
@@ -328,6 +331,7 @@ def _known_from(
         embedding=event.embedding,
         embedding_model=model,
         origins=origins,
+        expires_at=event.expires_at,
     )
 
 

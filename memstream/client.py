@@ -175,13 +175,16 @@ class MemoryClient:
         attributes: Mapping[str, Any] | None = None,
         agent_id: str | None = None,
         session_id: str | None = None,
+        expires_at: datetime | None = None,
     ) -> str:
         """Save a memory directly; returns the save's id.
 
         Any memory type, extracted automatically or not. The save goes through the same
         reconciliation as extracted memories (it may ADD, UPDATE or REINFORCE), in order with
-        the user's snapshots; `saves(user_id)` tells what it did. Invalid content raises
-        `pydantic.ValidationError` before anything is sent.
+        the user's snapshots; `saves(user_id)` tells what it did. With `expires_at` (timezone
+        aware) the memory version it makes is forgotten then (otherwise the type's retention
+        applies, if configured). Invalid content raises `pydantic.ValidationError` before
+        anything is sent.
         """
         content = MemoryContent(
             subject=subject,
@@ -199,6 +202,7 @@ class MemoryClient:
             memory_type=memory_type,
             content=content,
             principal=self.principal,
+            expires_at=expires_at,
         )
         await self._producer.append(self._topics.snapshots, [request])
         return request.event_id

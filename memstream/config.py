@@ -15,6 +15,8 @@ Environment variables (they win over the file):
 | MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
 | MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
+| MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
+| MEMSTREAM_EXPIRY_CHECK_INTERVAL | memory.expiry_check_interval_seconds |
 | MEMSTREAM_TOPIC_PREFIX, MEMSTREAM_PARTITIONS | kafka.topic_prefix, kafka.partitions |
 | MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
@@ -195,6 +197,34 @@ class HttpSettings(_Section):
 class MemorySettings(_Section):
     extraction: ExtractionSettings = ExtractionSettings()
     reconcile: ReconcileSettings = ReconcileSettings()
+    retention_seconds: dict[MemoryType, float] = Field(default_factory=dict)
+    """How long a memory version of each type lives before it expires and is forgotten
+    (docs/architecture.md, "Expiry"); a type not named lives for ever. In the environment:
+    `MEMSTREAM_RETENTION="episodic=7776000,procedural=31536000"`."""
+    expiry_check_interval_seconds: float = Field(default=60.0, gt=0)
+    """How often each memory type's stage looks for versions that are due."""
+
+    @field_validator("retention_seconds", mode="before")
+    @classmethod
+    def _pairs(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            pairs = [part.strip() for part in value.split(",") if part.strip()]
+            parsed: dict[str, str] = {}
+            for pair in pairs:
+                name, separator, seconds = pair.partition("=")
+                if not separator:
+                    raise ValueError(f"retention {pair!r} is not TYPE=SECONDS")
+                parsed[name.strip()] = seconds.strip()
+            return parsed
+        return value
+
+    @field_validator("retention_seconds")
+    @classmethod
+    def _positive(cls, value: dict[MemoryType, float]) -> dict[MemoryType, float]:
+        for name, seconds in value.items():
+            if seconds <= 0:
+                raise ValueError(f"retention of {name} must be more than 0 seconds")
+        return value
 
 
 class Settings(_Section):
@@ -242,6 +272,8 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),
     "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
+    "MEMSTREAM_RETENTION": ("memory", "retention_seconds"),
+    "MEMSTREAM_EXPIRY_CHECK_INTERVAL": ("memory", "expiry_check_interval_seconds"),
     "MEMSTREAM_HTTP_HOST": ("http", "host"),
     "MEMSTREAM_HTTP_PORT": ("http", "port"),
     "MEMSTREAM_HTTP_MAX_BODY_BYTES": ("http", "max_body_bytes"),

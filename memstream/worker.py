@@ -50,6 +50,11 @@ def stream_settings(settings: Settings) -> StreamSettings:
             max_memories=settings.limits.max_memories_per_extraction,
             max_answer_bytes=settings.limits.max_llm_answer_bytes,
         ),
+        retention={
+            name: timedelta(seconds=seconds)
+            for name, seconds in settings.memory.retention_seconds.items()
+        },
+        expiry_check_interval=timedelta(seconds=settings.memory.expiry_check_interval_seconds),
     )
 
 

@@ -10,6 +10,7 @@ from events.codec import AnyEvent
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.forgetting import (
     MemoriesForgotten,
+    MemoryExpired,
     MemoryForgotten,
     SessionForgotten,
     SessionsForgotten,
@@ -61,7 +62,12 @@ def apply_event(db: Writes, event: AnyEvent, *, partition: int | None = None) ->
         project_redrive(db, event)
     elif isinstance(
         event,
-        MemoryForgotten | SessionForgotten | UserForgotten | SessionsForgotten | MemoriesForgotten,
+        MemoryForgotten
+        | SessionForgotten
+        | UserForgotten
+        | SessionsForgotten
+        | MemoriesForgotten
+        | MemoryExpired,
     ):
         project_forgetting(db, event)
 

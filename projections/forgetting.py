@@ -58,6 +58,7 @@ from typing import Any, Literal
 
 from events.forgetting import (
     MemoriesForgotten,
+    MemoryExpired,
     MemoryForgotten,
     SessionForgotten,
     SessionsForgotten,
@@ -75,15 +76,23 @@ from projections.store import (
 )
 from projections.writes import Writes
 
+EXPIRY_REQUESTER = "expiry"
+"""`requested_by` on the receipt of a memory's expiry (`MemoryExpired`)."""
+
 Forgetting = (
-    MemoryForgotten | SessionForgotten | UserForgotten | SessionsForgotten | MemoriesForgotten
+    MemoryForgotten
+    | SessionForgotten
+    | UserForgotten
+    | SessionsForgotten
+    | MemoriesForgotten
+    | MemoryExpired
 )
 Topic = Literal["turns", "snapshots", "memories"]
 
 
 def project_forgetting(db: Writes, event: Forgetting) -> None:
     """Erase what `event` names from the read model and note it on the request's receipt."""
-    if isinstance(event, MemoryForgotten | SessionForgotten | UserForgotten):
+    if isinstance(event, MemoryForgotten | SessionForgotten | UserForgotten | MemoryExpired):
         _receive_request(db, event)
     if isinstance(event, SessionForgotten):
         _erase_turns(db, event, _session_turns(event), step="turns")
@@ -263,16 +272,22 @@ def _unset_profile_fields(
 
 
 def _receive_request(
-    db: Writes, request: MemoryForgotten | SessionForgotten | UserForgotten
+    db: Writes, request: MemoryForgotten | SessionForgotten | UserForgotten | MemoryExpired
 ) -> None:
     """Write the request's fields on its receipt (the same in every copy of the request)."""
+    if isinstance(request, MemoryExpired):
+        requested_by, reason = EXPIRY_REQUESTER, f"expired at {request.expires_at.isoformat()}"
+    else:
+        requested_by, reason = request.requested_by, request.reason
     fields: dict[str, Any] = {
         "user_id": request.user_id,
-        "requested_by": request.requested_by,
-        "reason": request.reason,
+        "requested_by": requested_by,
+        "reason": reason,
         "requested_at": request.occurred_at,
     }
-    if isinstance(request, MemoryForgotten):
+    if isinstance(request, MemoryExpired):
+        fields.update(kind="expiry", memory_id=request.memory_id, memory_type=request.memory_type)
+    elif isinstance(request, MemoryForgotten):
         fields.update(kind="memory", memory_id=request.memory_id, memory_type=request.memory_type)
     elif isinstance(request, SessionForgotten):
         fields.update(kind="session", session_id=request.session_id)
@@ -286,7 +301,7 @@ def _fact_fields(fact: SessionsForgotten | MemoriesForgotten) -> dict[str, Any]:
     fields: dict[str, Any] = {"kind": fact.scope, "user_id": fact.user_id}
     if fact.scope == "session" and len(fact.session_ids) == 1:
         fields["session_id"] = fact.session_ids[0]
-    if isinstance(fact, MemoriesForgotten) and fact.scope == "memory":
+    if isinstance(fact, MemoriesForgotten) and fact.scope in ("memory", "expiry"):
         fields["memory_type"] = fact.memory_type
         if len(fact.memory_ids) == 1:
             fields["memory_id"] = fact.memory_ids[0]

@@ -61,6 +61,7 @@ def _insert_version(db: Writes, event: MemoryAdded | MemoryUpdated) -> None:
         "superseded_by": None,
         "reinforcement_count": 0,
         "evidence": [_evidence(event)],
+        "expires_at": event.expires_at,
         "created_by_event": event.event_id,
         "created_at": event.occurred_at,
         "updated_at": event.occurred_at,

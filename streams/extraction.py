@@ -31,12 +31,13 @@ import orjson
 from faust.types import TP
 
 from events.codec import encode
-from events.forgetting import MemoryForgotten, SessionsForgotten, UserForgotten
+from events.forgetting import MemoryExpired, MemoryForgotten, SessionsForgotten, UserForgotten
 from events.memories import MemoryEvent, MemoryType, Provenance
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers import reconcile_prompt
 from handlers.dead_letters import Redrive, applies_to
+from handlers.expiry import due_expiries, with_expiry
 from handlers.extraction.base import ExtractionOutcome, Extractor, extract
 from handlers.extraction.results import (
     already_extracted,
@@ -220,6 +221,7 @@ def create_extraction_app(
             news = [NewMemory(c, v) for c, v in zip(outcome.memories, vectors, strict=True)]
             stamp = provenance(extractor.prompt_version)
             decisions, asked = await reconciled(news, snapshot_source(snapshot), stamp, what)
+            decisions = with_expiry(decisions, retention=settings.retention.get(memory_type))
         except Exception as exc:
             log.exception("%s failed", what)
             failed = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")
@@ -245,6 +247,8 @@ def create_extraction_app(
         decisions, asked = await reconciled(
             [NewMemory(request.content, vector)], save_source(request), provenance(None), what
         )
+        retention = settings.retention.get(memory_type)
+        decisions = with_expiry(decisions, retention=retention, requested=request.expires_at)
         return save_record(request, decisions, usage_of(asked))
 
     async def result_for(
@@ -280,7 +284,7 @@ def create_extraction_app(
         except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=stage, reason=str(exc), clock=clock)
             return
-        if isinstance(event, MemoryForgotten | SessionsForgotten | UserForgotten):
+        if isinstance(event, MemoryForgotten | SessionsForgotten | UserForgotten | MemoryExpired):
             await forget(event, record.partition)
             return
         if isinstance(event, MemorySaveRequested):
@@ -333,6 +337,26 @@ def create_extraction_app(
         known_memories.forget(request.user_id, ids)
         log.info("%s: forgot %d memories (%s request)", stage, len(ids), fact.scope)
 
+    expiries_sent: set[str] = set()
+
+    @app.timer(settings.expiry_check_interval.total_seconds())  # type: ignore[untyped-decorator]
+    async def request_expiries() -> None:
+        """Write a `MemoryExpired` command for each held memory that is due (once per worker
+        and expiry; the command's id makes a repeat from another worker the same command)."""
+        if app.rebalancing or app.tables.recovery.in_recovery:  # type: ignore[attr-defined]
+            return
+        try:
+            for command in due_expiries(known_memories.every_memory(), memory_type, clock()):
+                if command.event_id in expiries_sent:
+                    continue
+                send = partial(_sent_keyed, snapshots, command.key.encode(), encode(command))
+                await through_outages(send, f"sending {command.event_type} {command.event_id}")
+                expiries_sent.add(command.event_id)
+        except Exception:  # the timer must survive whatever one scan ran into
+            log.exception(
+                "expiry scan failed; the next one runs in %s", settings.expiry_check_interval
+            )
+
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
         applied = apply_or_dead_letter(apply, dead_letters, stage=stage, clock=clock)
@@ -356,6 +380,11 @@ def _readable_events(records: Sequence[InputRecord]) -> list[SnapshotsTopicEvent
 def _redriven_key(redrive: Redrive) -> bytes:
     """The progress-table key marking a redrive as applied."""
     return f"redriven:{redrive.redrive_id}".encode()
+
+
+async def _sent_keyed(topic: faust.TopicT, key: bytes, value: bytes) -> None:
+    """Send one record to the partition of its key and wait for the broker's ack."""
+    await (await topic.send(key=key, value=value, force=True))
 
 
 async def _sent(topic: faust.TopicT, key: bytes, value: bytes, partition: int) -> int:

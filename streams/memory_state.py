@@ -55,6 +55,14 @@ class KnownMemories:
                     memories[memory_id] = memory
         return memories
 
+    def every_memory(self) -> list[KnownMemory]:
+        """Every memory this worker holds (its partitions' users), for the expiry timer."""
+        return [
+            KnownMemory.model_validate_json(stored)
+            for key, stored in list(self._table.items())
+            if stored and key.startswith(b"\x00m|")
+        ]
+
     def all_of(self, user_id: str) -> list[KnownMemory]:
         """The user's current memories of this type, every scope."""
         stored = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -37,6 +37,10 @@ class StreamSettings:
     """How long a send waits for the broker before it fails; None: Faust's default (1,200 s)."""
     llm_attempts: int = 3
     extraction_limits: ExtractionLimits = field(default_factory=ExtractionLimits)
+    retention: Mapping[str, timedelta] = field(default_factory=dict)
+    """How long a memory version of each type lives (a type not named: for ever)."""
+    expiry_check_interval: timedelta = timedelta(seconds=60)
+    """How often a memory type's stage looks for versions that are due to expire."""
 
     def group(self, stage: str) -> str:
         """The consumer group (and Faust app id) of one stage."""

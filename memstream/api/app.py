@@ -139,6 +139,7 @@ def _router() -> APIRouter:
             attributes=body.attributes,
             agent_id=body.agent_id,
             session_id=body.session_id,
+            expires_at=body.expires_at,
         )
         return caller.reply({"user_id": user, "save_id": save_id}, 202)
 

@@ -60,6 +60,8 @@ class SaveMemory(_Body):
     attributes: dict[str, Any] = Field(default_factory=dict)
     agent_id: Identifier | None = None
     session_id: Identifier | None = None
+    expires_at: UtcDatetime | None = None
+    """When the saved memory is forgotten (with a timezone); default: the type's retention."""
 
 
 class MemorySaveAccepted(BaseModel):

@@ -66,7 +66,17 @@ EXAMPLES: dict[str, Any] = {
     "UserForgotten/saves": lambda: f.user_forgotten(),
     "SessionsForgotten": lambda: _sessions_forgotten(),
     "MemoriesForgotten": lambda: _memories_forgotten(),
+    "MemoryExpired": lambda: _memory_expired(),
+    "MemoryAdded/expiring": lambda: f.memory_added(expires_at=f.CLOCK),
 }
+
+
+def _memory_expired() -> Any:
+    from handlers.expiry import expiry_command
+    from handlers.reconcile import evolve
+
+    (known,) = evolve({}, [f.memory_added(expires_at=f.CLOCK)]).values()
+    return expiry_command(known, "semantic")
 
 
 def _sessions_forgotten() -> Any:
@@ -348,6 +358,16 @@ def test_a_stored_v1_memory_event_is_lifted_to_v2_without_provenance(name: str) 
 def test_records_written_before_redrives_existed_still_decode(name: str) -> None:
     event = decode((SAMPLES / "legacy" / f"{name}.json").read_bytes())
     assert event.redrive_id is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["MemoryAdded", "MemoryUpdated", "SnapshotExtracted", "MemorySaved", "MemorySaveRequested"],
+)
+def test_records_written_before_expiry_existed_decode_without_one(name: str) -> None:
+    event = decode((SAMPLES / "legacy" / f"{name}.before-expiry.json").read_bytes())
+    decisions = getattr(event, "decisions", None) or [event]
+    assert all(getattr(item, "expires_at", None) is None for item in decisions)
 
 
 def test_decisions_nested_in_a_stored_result_are_lifted_too() -> None:

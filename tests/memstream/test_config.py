@@ -330,3 +330,17 @@ async def test_the_sdk_refuses_a_turn_over_the_configured_limit() -> None:
     client = MemoryClient(load_settings(environ={"MEMSTREAM_MAX_TURN_CHARS": "10"}))
     with pytest.raises(InvalidMessageError, match="over the limit of 10"):
         await client.record("u1", "s1", [{"role": "user", "content": "x" * 11}])
+
+
+def test_retention_per_memory_type_is_read_from_the_environment() -> None:
+    settings = load(MEMSTREAM_RETENTION="episodic=3600, procedural=60")
+    assert settings.memory.retention_seconds == {"episodic": 3600.0, "procedural": 60.0}
+    assert load().memory.retention_seconds == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("episodic", "is not TYPE=SECONDS"), ("dreams=10", "dreams"), ("semantic=0", "more than 0")],
+)
+def test_a_bad_retention_is_refused_with_the_reason(value: str, problem: str) -> None:
+    assert problem in error_of(MEMSTREAM_RETENTION=value)

@@ -91,11 +91,12 @@ def wait_for_erasure(pipeline: PipelineHarness, request_id: str) -> dict[str, An
     return receipt
 
 
-def everything_of(db: Any, user: str) -> str:
-    """Every read-model document of `user`, as one text to search for forgotten words."""
+def everything_of(db: Any, user: str, names: tuple[str, ...] = READ_MODELS) -> str:
+    """Every read-model document of `user` (in `names`), as one text to search for forgotten
+    words."""
     documents = [
         document
-        for name in READ_MODELS
+        for name in names
         for document in db[name].find({"$or": [{"user_id": user}, {"_id": user}]})
     ]
     return orjson.dumps(documents, default=str).decode()
