@@ -50,7 +50,6 @@ from events.sealed import (
     NONCE_BYTES,
     SEALED_VERSION,
     Sealed,
-    to_base64,
 )
 
 KeyScope = Literal["session", "memory", "user"]
@@ -125,13 +124,16 @@ def associated_data(item_id: str, field_name: str) -> bytes:
 
 
 def _framed(*parts: bytes) -> bytes:
-    return b"".join(len(part).to_bytes(4, "big") + part for part in parts)
+    return b"".join([len(part).to_bytes(4, "big") + part for part in parts])
+
+
+_ENVELOPE = _framed(str(SEALED_VERSION).encode(), ALGORITHM.encode())
 
 
 def _bound(key_id: str, associated: bytes) -> bytes:
     """The associated data the tag covers: the envelope's version, algorithm and key id, then
     the caller's `associated`."""
-    return _framed(str(SEALED_VERSION).encode(), ALGORITHM.encode(), key_id.encode(), associated)
+    return _ENVELOPE + _framed(key_id.encode(), associated)
 
 
 def seal(plaintext: bytes, key: DataKey, *, associated: bytes, nonce: bytes) -> Sealed:
@@ -141,7 +143,7 @@ def seal(plaintext: bytes, key: DataKey, *, associated: bytes, nonce: bytes) -> 
     if len(nonce) != NONCE_BYTES:
         raise SealingError(f"a nonce is {NONCE_BYTES} bytes, not {len(nonce)}")
     ciphertext = key.aead.encrypt(nonce, plaintext, _bound(key.key_id, associated))
-    return Sealed(key_id=key.key_id, nonce=to_base64(nonce), ciphertext=to_base64(ciphertext))
+    return Sealed.of(key.key_id, nonce, ciphertext)
 
 
 def open_sealed(sealed: Sealed, key: DataKey | None, *, associated: bytes) -> bytes:
