@@ -137,10 +137,10 @@ def test_a_wire_value_with_a_short_nonce_or_no_tag_is_not_a_sealed_value() -> No
     sealed = seal_text("x", key(), associated=CONTENT, nonce=NONCE).model_dump()
     with pytest.raises(ValueError, match="nonce"):
         Sealed.model_validate({**sealed, "nonce": to_base64(bytes(8))})
-    with pytest.raises(ValueError, match="(?s)ciphertext.*at least 24 characters"):
+    with pytest.raises(ValueError, match=r"(?s)ciphertext.*at least 24 characters"):
         Sealed.model_validate({**sealed, "ciphertext": to_base64(bytes(15))})
     for not_base64 in ("not base64!" + "A" * 24, "A" * 25, "A" * 22 + "=A"):
-        with pytest.raises(ValueError, match="(?s)ciphertext.*pattern"):
+        with pytest.raises(ValueError, match=r"(?s)ciphertext.*pattern"):
             Sealed.model_validate({**sealed, "ciphertext": not_base64})
 
 
