@@ -58,7 +58,7 @@ def from_base64(text: str) -> bytes:
     """Strict base64: any character outside the alphabet or bad padding is a `ValueError`."""
     try:
         return binascii.a2b_base64(text, strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError) as exc:
+    except ValueError as exc:  # binascii.Error, or non-ASCII text
         raise ValueError(f"not base64: {exc}") from exc
 
 
