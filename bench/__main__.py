@@ -37,6 +37,7 @@ SUITES: tuple[str, ...] = (
     "freshness",
     "footprint",
     "locomo",
+    "sealing",
 )
 """Suite modules under ``bench.suites``, in the order they run and are reported."""
 

@@ -1,0 +1,321 @@
+"""The data keys that seal event content, in their own collection (`data_keys`); forgetting
+destroys them (crypto-shredding, docs/forgetting-encryption.md).
+
+Why here: every reader of sealed content needs keys — the SDK and the HTTP API (sealing turns and
+saves), the extraction stages (opening snapshots, sealing memories), the projector and
+`memstream replay` (opening everything), the event feed. The layering is
+`events ← handlers ← streams, projections ← memstream`: a store in `memstream/` (beside the API
+keys, `memstream.keys`) could not be used by the stages, and `handlers/` does no I/O. So the
+store sits with the other MongoDB code, in `projections/`, though it is not a read model: keys
+are not derived from the log, `replay` does not rebuild them, and losing this collection loses
+the content of the whole log (back it up apart from the read model, and think about what a
+restored backup resurrects: the design note's "Backups").
+
+A document::
+
+    {_id: key id, scope: "session" | "memory" | "user", owner: user id,
+     subject: session id | memory id | None, generation: 1, 2, …,
+     material: Binary(32) (absent once destroyed), created_at, destroyed_at (None while live)}
+
+**Race-safe creation.** The key id is a function of (scope, owner, subject, generation)
+(`handlers.sealing.data_key_id`), and a key is created by an upsert of that id whose random
+material is written with `$setOnInsert`: two processes creating the same key at once write one
+document, and both read back the material of whichever insert won. (A plain insert of a random
+id would leave two keys for one session, and half of its turns under each.)
+
+**Generations.** Destroying a key keeps its document (no material, `destroyed_at` set) as the
+record that it existed and when it died. Content recorded afterwards under the same subject — a
+session id used again after the session was forgotten — is new data: `current` creates the
+next generation, with new material, so a destroyed generation is never revived (its id is taken
+by its tombstone).
+
+**The cache.** Sealing a turn must not cost a database round trip, so keys are cached in the
+process for `cache_ttl`. Within the process, `destroy` evicts the keys it destroys and remembers
+their ids, and every answer is checked against that list as it is returned, so once `destroy`
+returns no call of this store returns their material — including a lookup that read the
+document just before the destroy. Across processes the cache is a window: another process that
+read a key before it was destroyed keeps using it for up to `cache_ttl` — it can still open that
+content (which the read models no longer hold, see the design note), and content it *seals* in
+that window under the destroyed key is lost with it (over-forgetting, never under-forgetting).
+A shorter TTL shortens the window and costs a lookup per key per TTL.
+
+Synchronous pymongo, like the projections; async callers use `asyncio.to_thread`. Times come
+from the `clock` passed in; key material from `random_material` (`os.urandom`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from events.sealed import KEY_BYTES
+from handlers.sealing import KEY_SCOPES, DataKey, KeyScope, check_subject, data_key_id
+
+DATA_KEYS = "data_keys"
+Document = dict[str, Any]
+Clock = Callable[[], datetime]
+DEFAULT_CACHE_TTL = timedelta(seconds=30)
+DEFAULT_CACHE_SIZE = 10_000
+"""Keys kept per process: one per open session a worker seals or opens, one per memory."""
+_CREATE_ATTEMPTS = 8
+"""Generations `current` tries before giving up: each retry means a concurrent `destroy` killed
+the generation it had just created; more than a few in a row is a bug, not a race."""
+
+INDEXES = [
+    IndexModel(
+        [
+            ("owner", ASCENDING),
+            ("scope", ASCENDING),
+            ("subject", ASCENDING),
+            ("generation", DESCENDING),
+        ],
+        name="owner_scope_subject_generation",
+    )
+]
+
+
+class UnknownKey(LookupError):
+    """No key was ever stored under this id. Not "forgotten": the key store is not the one the
+    content was sealed with (a wrong database, a backup older than the content)."""
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What the store says about a key, without its material."""
+
+    key_id: str
+    scope: KeyScope
+    owner: str
+    subject: str | None
+    generation: int
+    created_at: datetime
+    destroyed_at: datetime | None
+
+    @classmethod
+    def of(cls, document: Document) -> KeyRecord:
+        return cls(
+            key_id=document["_id"],
+            scope=document["scope"],
+            owner=document["owner"],
+            subject=document.get("subject"),
+            generation=int(document["generation"]),
+            created_at=document["created_at"],
+            destroyed_at=document.get("destroyed_at"),
+        )
+
+
+@dataclass(frozen=True)
+class _Cached:
+    key: DataKey
+    record: KeyRecord
+    until: datetime
+
+
+def _random_material() -> bytes:
+    return os.urandom(KEY_BYTES)
+
+
+class DataKeyStore:
+    """The `data_keys` collection of `db`, with a per-process cache."""
+
+    def __init__(
+        self,
+        db: Database[Document],
+        *,
+        clock: Clock,
+        random_material: Callable[[], bytes] = _random_material,
+        cache_ttl: timedelta = DEFAULT_CACHE_TTL,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self._keys: Collection[Document] = db[DATA_KEYS]
+        self._clock = clock
+        self._random_material = random_material
+        self._cache_ttl = cache_ttl
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._cached: OrderedDict[str, _Cached] = OrderedDict()
+        self._current: dict[tuple[KeyScope, str, str | None], str] = {}
+        self._destroyed: set[str] = set()
+
+    def ensure_indexes(self) -> None:
+        self._keys.create_indexes(INDEXES)
+
+    # ---- reading and creating ------------------------------------------------------------------
+
+    def current(self, scope: KeyScope, owner: str, subject: str | None = None) -> DataKey:
+        """The live key that seals new content of `scope` for `owner` and `subject` (a session or
+        memory id; None for the user scope): the newest generation, created when there is none
+        or the newest was destroyed."""
+        check_subject(scope, subject)
+        if (cached := self._cached_current(scope, owner, subject)) is not None:
+            return cached
+        for _ in range(_CREATE_ATTEMPTS):
+            newest = self._keys.find_one(
+                {"owner": owner, "scope": scope, "subject": subject},
+                sort=[("generation", DESCENDING)],
+            )
+            if newest is not None and "material" in newest:
+                found = self._remembered(newest, current=True)
+            else:
+                generation = 1 if newest is None else int(newest["generation"]) + 1
+                found = self._remembered(
+                    self._created(scope, owner, subject, generation), current=True
+                )
+            if found is not None:
+                return found
+        raise RuntimeError(
+            f"no live {scope} key for {owner!r} {subject!r} after {_CREATE_ATTEMPTS} generations"
+        )
+
+    def key(self, key_id: str) -> DataKey | None:
+        """The key `key_id` names, or None when it was destroyed (its content is forgotten).
+        `UnknownKey` when no such key was ever stored."""
+        with self._lock:
+            if key_id in self._destroyed:
+                return None
+            entry = self._cached.get(key_id)
+            if entry is not None and entry.until > self._clock():
+                self._cached.move_to_end(key_id)
+                return entry.key
+        document = self._keys.find_one({"_id": key_id})
+        if document is None:
+            raise UnknownKey(f"no data key {key_id} in this key store")
+        return self._remembered(document, current=False)
+
+    def records(self, owner: str) -> list[KeyRecord]:
+        """Every key of `owner`, live and destroyed, without material (for audits and tests)."""
+        found = self._keys.find({"owner": owner}, {"material": 0})
+        return sorted(
+            (KeyRecord.of(document) for document in found),
+            key=lambda r: (r.scope, r.subject or "", r.generation),
+        )
+
+    def _created(
+        self, scope: KeyScope, owner: str, subject: str | None, generation: int
+    ) -> Document:
+        """Generation `generation`'s document: inserted with fresh material unless another
+        process inserted it first (then theirs, whatever state it is in now)."""
+        key_id = data_key_id(scope, owner, subject, generation)
+        new = {
+            "scope": scope,
+            "owner": owner,
+            "subject": subject,
+            "generation": generation,
+            "material": self._random_material(),
+            "created_at": self._clock(),
+            "destroyed_at": None,
+        }
+        try:
+            document = self._keys.find_one_and_update(
+                {"_id": key_id},
+                {"$setOnInsert": new},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:  # MongoDB: two upserts raced to insert; the other one won
+            document = None
+        if document is None:
+            # SecantusDB 0.7 answers an upsert that lost the race with no document at all
+            # (tests/projections/test_data_keys.py, the creation race); read the winner's.
+            document = self._keys.find_one({"_id": key_id})
+        if document is None:
+            raise RuntimeError(f"data key {key_id} vanished while it was created")
+        return document
+
+    # ---- destroying ----------------------------------------------------------------------------
+
+    def destroy(
+        self,
+        owner: str,
+        scope: KeyScope | None = None,
+        subject: str | None = None,
+        *,
+        created_until: datetime | None = None,
+    ) -> tuple[str, ...]:
+        """Destroy `owner`'s keys — all of them, or those of one `scope`, or of one `subject` of a
+        scope — created at or before `created_until` (all when None): their material is unset,
+        `destroyed_at` set. Returns the ids of the live keys this call found and destroyed
+        (empty when run again: nothing is left to destroy; a concurrent destroy of the same keys
+        may report them too).
+
+        `created_until` is for a request processed after later content was sealed (a replayed
+        or late forget request): keys created after it seal new data and must live. It compares
+        with `created_at`, the key store's clock, so the bound is only as good as the clocks of
+        the processes creating keys and of the request."""
+        selector = self._selector(owner, scope, subject, created_until)
+        matching = list(self._keys.find(selector, {"_id": 1, "material": 1}))
+        live = [document["_id"] for document in matching if "material" in document]
+        if live:
+            self._keys.update_many(
+                {"_id": {"$in": live}, "material": {"$exists": True}},
+                {"$unset": {"material": ""}, "$set": {"destroyed_at": self._clock()}},
+            )
+        self._forget_in_process({document["_id"] for document in matching})
+        return tuple(sorted(live))
+
+    @staticmethod
+    def _selector(
+        owner: str, scope: KeyScope | None, subject: str | None, created_until: datetime | None
+    ) -> Document:
+        selector: Document = {"owner": owner}
+        if scope is not None:
+            if scope not in KEY_SCOPES:
+                raise ValueError(f"unknown key scope {scope!r}")
+            selector["scope"] = scope
+            if subject is not None:
+                check_subject(scope, subject)
+                selector["subject"] = subject
+        elif subject is not None:
+            raise ValueError("a subject is named within a scope")
+        if created_until is not None:
+            selector["created_at"] = {"$lte": created_until}
+        return selector
+
+    # ---- the cache -----------------------------------------------------------------------------
+
+    def _cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
+        with self._lock:
+            key_id = self._current.get((scope, owner, subject))
+            entry = self._cached.get(key_id) if key_id is not None else None
+            if entry is None or entry.until <= self._clock() or key_id in self._destroyed:
+                return None
+            self._cached.move_to_end(entry.key.key_id)
+            return entry.key
+
+    def _remembered(self, document: Document, *, current: bool) -> DataKey | None:
+        """The live key `document` holds (None when destroyed), cached — unless `destroy` in
+        this process destroyed it meanwhile: checked under the lock `destroy` evicts under, so
+        a document read before a destroy is never returned or cached after it."""
+        material = document.get("material")
+        record = KeyRecord.of(document)
+        with self._lock:
+            if material is None or record.key_id in self._destroyed:
+                return None
+            key = DataKey(record.key_id, bytes(material))
+            self._cached[record.key_id] = _Cached(key, record, self._clock() + self._cache_ttl)
+            self._cached.move_to_end(record.key_id)
+            if current:
+                self._current[(record.scope, record.owner, record.subject)] = record.key_id
+            while len(self._cached) > self._cache_size:
+                self._cached.popitem(last=False)
+            return key
+
+    def _forget_in_process(self, key_ids: set[str]) -> None:
+        with self._lock:
+            self._destroyed |= key_ids
+            for key_id in key_ids:
+                entry = self._cached.pop(key_id, None)
+                if entry is not None:
+                    scope = (entry.record.scope, entry.record.owner, entry.record.subject)
+                    if self._current.get(scope) == key_id:
+                        del self._current[scope]
