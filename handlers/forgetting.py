@@ -7,7 +7,8 @@ forget input on the snapshots topic, in order with the user's snapshots and save
 * `SessionsForgotten` (a window partition dropped these sessions' open turns) — every memory
   with a version learned or saved in one of those sessions;
 * `UserForgotten` (the copy on the snapshots topic) — every memory with a version from a direct
-  save (the sessions are covered by the windows' `SessionsForgotten`).
+  save, and every memory whose origins were not recorded (learned before they were); the
+  sessions are covered by the windows' `SessionsForgotten`.
 
 It erases them from what it reconciles against, so reconciliation never reinforces or updates
 a forgotten memory, and writes one `MemoriesForgotten` fact for the projector.
@@ -56,9 +57,9 @@ def memories_to_forget(request: StageForgetInput, known: Iterable[KnownMemory]) 
         )
     if isinstance(request, SessionsForgotten):
         wanted = {f"session:{session_id}" for session_id in request.session_ids}
-    else:
-        wanted = {"save"}
-    return tuple(memory.memory_id for memory in known if wanted.intersection(memory.origins))
+        return tuple(m.memory_id for m in known if wanted.intersection(m.origins))
+    # The user's own copy: the direct saves, and memories learned before origins were recorded.
+    return tuple(m.memory_id for m in known if "save" in m.origins or not m.origins)
 
 
 def memories_forgotten(

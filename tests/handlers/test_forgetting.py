@@ -100,3 +100,11 @@ def test_a_snapshot_whose_session_is_forgotten_further_on_is_not_extracted() -> 
     assert forget_ahead(snapshot, [f.save_request(), other_session, other_user]) is None
     later = [f.snapshot(turns=[{"content": "later"}]), sessions_forgotten(request, ["s1"], 1)]
     assert forget_ahead(snapshot, later) == request.event_id
+
+
+def test_the_users_own_copy_also_erases_memories_learned_before_origins_were_recorded() -> None:
+    (legacy,) = known_after(f.memory_added(memory_id="legacy"))
+    legacy = legacy.model_copy(update={"origins": ()})
+    assert memories_to_forget(f.user_forgotten(), [legacy]) == ("legacy",)
+    request = sessions_forgotten(f.session_forgotten(), ["s1"], 0)
+    assert memories_to_forget(request, [legacy]) == ()
