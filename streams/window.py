@@ -125,8 +125,9 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         log.info("forgot the open turns of %d sessions of a user", len(cleared))
 
     async def send_snapshots_record(event: SnapshotPromoted | SessionsForgotten) -> None:
+        what = "snapshot" if isinstance(event, SnapshotPromoted) else event.event_type
         send = partial(_sent, snapshots, event.key.encode(), encode(event))
-        await through_outages(send, f"sending {event.event_type} {event.event_id}")
+        await through_outages(send, f"sending {what} {event.event_id}")
 
     @app.agent(turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:
