@@ -342,11 +342,14 @@ def create_extraction_app(
     @app.timer(settings.expiry_check_interval.total_seconds())  # type: ignore[untyped-decorator]
     async def request_expiries() -> None:
         """Write a `MemoryExpired` command for each held memory that is due (once per worker
-        and expiry; the command's id makes a repeat from another worker the same command)."""
+        and expiry while it is due; the command's id makes a repeat from another worker the same
+        command)."""
         if app.rebalancing or app.tables.recovery.in_recovery:  # type: ignore[attr-defined]
             return
         try:
-            for command in due_expiries(known_memories.every_memory(), memory_type, clock()):
+            due = due_expiries(known_memories.every_memory(), memory_type, clock())
+            expiries_sent.intersection_update(command.event_id for command in due)  # forgotten
+            for command in due:
                 if command.event_id in expiries_sent:
                     continue
                 send = partial(_sent_keyed, snapshots, command.key.encode(), encode(command))
