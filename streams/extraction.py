@@ -347,7 +347,7 @@ def create_extraction_app(
         if app.rebalancing or app.tables.recovery.in_recovery:  # type: ignore[attr-defined]
             return
         try:
-            due = due_expiries(known_memories.every_memory(), memory_type, clock())
+            due = due_expiries(known_memories.expiring(), memory_type, clock())
             expiries_sent.intersection_update(command.event_id for command in due)  # forgotten
             for command in due:
                 if command.event_id in expiries_sent:

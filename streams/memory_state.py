@@ -24,6 +24,8 @@ import orjson
 from handlers.reconcile import KnownMemory
 
 RECENT_SAVES_REMEMBERED = 64
+NEVER_EXPIRES = b'"expires_at":null'
+"""How a stored memory without an expiry reads (`KnownMemory.model_dump_json`)."""
 
 
 def _memory_key(user_id: str, memory_id: str) -> bytes:
@@ -55,12 +57,14 @@ class KnownMemories:
                     memories[memory_id] = memory
         return memories
 
-    def every_memory(self) -> list[KnownMemory]:
-        """Every memory this worker holds (its partitions' users), for the expiry timer."""
+    def expiring(self) -> list[KnownMemory]:
+        """The memories this worker holds (its partitions' users) whose current version has an
+        expiry, for the expiry timer. A memory stored as never expiring is passed over without
+        parsing it (its vector makes that the cost of a scan): `store` writes compact JSON."""
         return [
             KnownMemory.model_validate_json(stored)
             for key, stored in list(self._table.items())
-            if stored and key.startswith(b"\x00m|")
+            if stored and key.startswith(b"\x00m|") and NEVER_EXPIRES not in stored
         ]
 
     def all_of(self, user_id: str) -> list[KnownMemory]:
