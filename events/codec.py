@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
@@ -79,9 +80,16 @@ class EventTooLarge(ValueError):
     """An event encodes to more than `MAX_EVENT_BYTES`; the message says how large it is."""
 
 
-def encode(event: AnyEvent) -> bytes:
-    """Serialise an event to compact JSON bytes (`EventTooLarge` beyond `MAX_EVENT_BYTES`)."""
-    data = orjson.dumps(event.model_dump(mode="json"))
+PayloadTransform = Callable[[dict[str, Any]], dict[str, Any]]
+"""A rewrite of an event's JSON object on its way to or from the wire: sealing its content
+fields, or opening them (`handlers.sealed_events`; events import no cryptography)."""
+
+
+def encode(event: AnyEvent, seal: PayloadTransform | None = None) -> bytes:
+    """Serialise an event to compact JSON bytes (`EventTooLarge` beyond `MAX_EVENT_BYTES`),
+    its content sealed by `seal` when given."""
+    payload = event.model_dump(mode="json")
+    data = orjson.dumps(seal(payload) if seal is not None else payload)
     if len(data) > MAX_EVENT_BYTES:
         raise EventTooLarge(
             f"{event.event_type} {event.event_id} is {len(data)} bytes, more than {MAX_EVENT_BYTES}"
@@ -89,9 +97,10 @@ def encode(event: AnyEvent) -> bytes:
     return data
 
 
-def decode(data: bytes | str) -> AnyEvent:
+def decode(data: bytes | str, open_content: PayloadTransform | None = None) -> AnyEvent:
     """Parse and validate JSON bytes (or text) into the event they describe, upcasting old
-    versions. Anything that is not a valid event raises `EventDecodeError`, nothing else."""
+    versions, its sealed content opened by `open_content` when given. Anything that is not a
+    valid event raises `EventDecodeError`; `open_content`'s own errors pass through."""
     if isinstance(data, str):
         try:
             data = data.encode()
@@ -106,6 +115,8 @@ def decode(data: bytes | str) -> AnyEvent:
         raise EventDecodeError(f"not JSON: {exc}") from exc
     if not isinstance(payload, dict):
         raise EventDecodeError(f"an event is a JSON object, got {type(payload).__name__}")
+    if open_content is not None:
+        payload = open_content(payload)
     return decode_payload(payload)
 
 

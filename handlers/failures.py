@@ -28,6 +28,11 @@ OUTAGE_ERROR_TYPES = frozenset(
         "ConnectionFailure",
         "ExecutionTimeout",
         "WaitQueueTimeoutError",
+        # The key store does not hold a key the log names: the wrong database or a backup older
+        # than the log. Skipping would drop data and dead-lettering would blame the record, so
+        # the stage waits (and says so) until an operator points it at the right key store.
+        "UnknownKey",
+        "NoKeyStore",
     }
 )
 """Client-library exception types (matched by name, subclasses included) that mean an outage."""
@@ -75,3 +80,16 @@ def is_outage(exc: BaseException) -> bool:
     if callable(has_label) and any(has_label(label) for label in TRANSIENT_ERROR_LABELS):
         return True
     return "OperationFailure" in names and getattr(exc, "code", None) in TRANSIENT_SERVER_CODES
+
+
+def failure_reason(failure: str, result_id: str, *, sealed: bool) -> str:
+    """The dead-letter reason for a snapshot whose extraction failed.
+
+    A failure's details may quote the LLM's answer, which quotes the conversation. When content
+    is sealed the details travel only in the (sealed) result, and the dead-letters topic, whose
+    records are never sealed, gets the failure's kind — the text before its first colon — and
+    the result that holds the rest."""
+    if not sealed:
+        return failure
+    kind = failure.split(":", 1)[0].strip() or "extraction failed"
+    return f"{kind} (details sealed in result {result_id})"

@@ -5,6 +5,10 @@ owns the topic's decisions dead-letters it with the reason (the window stage for
 the extraction stages for the snapshots topic); every other reader passes over it, so a record
 refused by one stage never shows up in another's results (a turn the window dead-lettered is
 not projected into `turns` either).
+
+Sealed content is opened with the reader's `keys` (`handlers.sealed_events`): a value that does
+not open is poison; a value whose key was destroyed raises `KeyDestroyed` — the record is
+forgotten, and the reader skips it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from handlers.identity import principal_problem
+from handlers.sealed_events import KeyRing, opener
+from handlers.sealing import SealBroken
 
 TurnsTopicEvent = (
     TurnRecorded | SessionFlushRequested | SessionIdled | SessionForgotten | UserForgotten
@@ -40,10 +46,12 @@ class InvalidRecord(ValueError):
     """A record that is not what its topic carries; the message says why."""
 
 
-def read_turns_record(key: bytes | None, value: bytes | None) -> TurnsTopicEvent:
+def read_turns_record(
+    key: bytes | None, value: bytes | None, keys: KeyRing | None = None
+) -> TurnsTopicEvent:
     """A turns-topic record as its event: a turn or a session command, keyed by its session (a
     user's forget request: by the user, one copy per partition, naming its partition)."""
-    event = _decoded(value)
+    event = _decoded(value, keys)
     if not isinstance(event, TurnsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the turns topic")
     _check_key(key, event.key)
@@ -54,9 +62,11 @@ def read_turns_record(key: bytes | None, value: bytes | None) -> TurnsTopicEvent
     return event
 
 
-def read_snapshots_record(key: bytes | None, value: bytes | None) -> SnapshotsTopicEvent:
+def read_snapshots_record(
+    key: bytes | None, value: bytes | None, keys: KeyRing | None = None
+) -> SnapshotsTopicEvent:
     """A snapshots-topic record as its event (a snapshot or a direct save), keyed by its user."""
-    event = _decoded(value)
+    event = _decoded(value, keys)
     if not isinstance(event, SnapshotsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the snapshots topic")
     _check_key(key, event.key)
@@ -67,21 +77,23 @@ def read_snapshots_record(key: bytes | None, value: bytes | None) -> SnapshotsTo
     return event
 
 
-def read_result_record(key: bytes | None, value: bytes | None) -> ResultRecord | None:
+def read_result_record(
+    key: bytes | None, value: bytes | None, keys: KeyRing | None = None
+) -> ResultRecord | None:
     """A memories-topic record as a result record; None for the topic's other events."""
-    event = _decoded(value)
+    event = _decoded(value, keys)
     if not isinstance(event, ResultRecord):
         return None
     _check_key(key, event.key)
     return event
 
 
-def _decoded(value: bytes | None) -> AnyEvent:
+def _decoded(value: bytes | None, keys: KeyRing | None) -> AnyEvent:
     if value is None:
         raise InvalidRecord("the record has no value")
     try:
-        return decode(value)
-    except EventDecodeError as exc:
+        return decode(value, opener(keys))
+    except (EventDecodeError, SealBroken) as exc:
         raise InvalidRecord(str(exc)) from exc
 
 

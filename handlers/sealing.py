@@ -33,6 +33,8 @@ embedding opens to exactly the floats that were sealed).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 import uuid
 from collections.abc import Sequence
@@ -75,6 +77,12 @@ class KeyDestroyed(SealingError):
     def __init__(self, key_id: str) -> None:
         super().__init__(f"data key {key_id} was destroyed: the value is forgotten")
         self.key_id = key_id
+
+
+class UnknownKey(LookupError):
+    """No key was ever stored under this id. Not "forgotten": the key store is not the one the
+    content was sealed with (a wrong database, a backup older than the content). An outage to
+    the stages (`handlers.failures`): they wait rather than drop or dead-letter the record."""
 
 
 @dataclass(frozen=True)
@@ -208,4 +216,35 @@ def open_vector(sealed: Sealed, key: DataKey | None, *, associated: bytes) -> tu
     packed = open_sealed(sealed, key, associated=associated)
     if len(packed) % _FLOAT64.size:
         raise SealBroken(f"sealed value under {sealed.key_id} is not a float64 vector")
+    return struct.unpack(f"<{len(packed) // _FLOAT64.size}d", packed)
+
+
+def synthetic_nonce(key: DataKey, *, associated: bytes, plaintext: bytes) -> bytes:
+    """A nonce derived from the key, the associated data and the plaintext (SIV-style).
+
+    The same value sealed twice in the same place seals to the same bytes, so a writer that
+    seals again — a producer retrying, an application recording a turn again, the window
+    sealing a turn into a snapshot, a replayed stage — writes what it wrote before, and
+    duplicate checks keep working on the wire. It reveals only that one item's value repeated,
+    which its id says already. Two different plaintexts under one key get the same nonce only
+    if HMAC-SHA256 truncated to 96 bits collides: ~2⁻⁴⁸ after 2²⁴ values under one key, far
+    more than a session, memory or user key seals."""
+    mac = hmac.new(key.material, _framed(b"nonce", associated, plaintext), hashlib.sha256)
+    return mac.digest()[:NONCE_BYTES]
+
+
+def seal_deterministic(plaintext: bytes, key: DataKey, *, associated: bytes) -> Sealed:
+    """`seal` with the `synthetic_nonce` of the value (docs/architecture.md, "Crypto-shredding")."""
+    nonce = synthetic_nonce(key, associated=associated, plaintext=plaintext)
+    return seal(plaintext, key, associated=associated, nonce=nonce)
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """An embedding as little-endian float64s (what `seal_vector` seals)."""
+    return struct.pack(f"<{len(vector)}d", *vector)
+
+
+def unpack_vector(packed: bytes, key_id: str) -> tuple[float, ...]:
+    if len(packed) % _FLOAT64.size:
+        raise SealBroken(f"sealed value under {key_id} is not a float64 vector")
     return struct.unpack(f"<{len(packed) // _FLOAT64.size}d", packed)

@@ -35,6 +35,7 @@ from events.base import UtcDatetime, at_stored_precision
 from events.codec import MAX_EVENT_BYTES
 from events.forgetting import SessionForgotten, SessionsForgotten, UserForgotten
 from events.memories import derived_id
+from events.sealed import sealed_text_json_bytes
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import MAX_CONTENT_CHARS, SessionFlushRequested, SessionIdled, TurnRecorded
 
@@ -102,6 +103,9 @@ class WindowPolicy:
     idle_timeout: timedelta
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
     max_turn_chars: int = MAX_CONTENT_CHARS
+    sealed: bool = False
+    """Whether snapshots are written sealed: the byte budget then counts each turn's sealed
+    size (`events.sealed.sealed_text_json_bytes`), so a sealed snapshot stays within it."""
 
     def __post_init__(self) -> None:
         limit = MAX_EVENT_BYTES - SNAPSHOT_ENVELOPE_BYTES
@@ -196,7 +200,7 @@ def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) ->
             f"more than the limit of {policy.max_turn_chars} (limits.max_turn_chars)",
         )
     pending = _snapshot_turn(turn)
-    size = snapshot_turn_bytes(pending)
+    size = snapshot_turn_bytes(pending, sealed=policy.sealed)
     if size > policy.max_snapshot_bytes:  # alone it would make a snapshot over the limit
         return WindowDecision(
             window,
@@ -286,9 +290,19 @@ def turn_fingerprint(turn: TurnRecorded) -> str:
     return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def snapshot_turn_bytes(turn: SnapshotTurn) -> int:
-    """The bytes one turn adds to an encoded snapshot (its JSON and a separating comma)."""
-    return len(orjson.dumps(turn.model_dump(mode="json"))) + 1
+def snapshot_turn_bytes(turn: SnapshotTurn, *, sealed: bool = False) -> int:
+    """The bytes one turn adds to an encoded snapshot (its JSON and a separating comma), with
+    its `content` and `name` sealed when `sealed` (`handlers.sealed_events`)."""
+    fields = turn.model_dump(mode="json")
+    if not sealed:
+        return len(orjson.dumps(fields)) + 1
+    size = 0
+    for name in ("content", "name"):
+        if fields[name]:
+            size += sealed_text_json_bytes(fields[name])
+            fields[name] = ""  # its place in the JSON: two quotes, counted off below
+            size -= 2
+    return len(orjson.dumps(fields)) + size + 1
 
 
 @dataclass(frozen=True)

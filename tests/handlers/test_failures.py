@@ -56,3 +56,13 @@ def test_infrastructure_failures_are_outages(failure: BaseException) -> None:
 )
 def test_other_failures_are_the_records_own(failure: BaseException) -> None:
     assert not is_outage(failure)
+
+
+def test_a_sealed_failure_dead_letters_its_kind_and_the_result_not_its_details() -> None:
+    from handlers.failures import failure_reason
+
+    failure = "invalid LLM output: 'I work at Stripe' is not JSON"
+    assert failure_reason(failure, "r1", sealed=False) == failure
+    sealed = failure_reason(failure, "r1", sealed=True)
+    assert sealed == "invalid LLM output (details sealed in result r1)"
+    assert "Stripe" not in sealed
