@@ -45,13 +45,15 @@ from the `clock` passed in; key material from `random_material` (`os.urandom`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
 from pymongo.collection import Collection
@@ -59,11 +61,22 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from events.sealed import KEY_BYTES
-from handlers.sealing import KEY_SCOPES, DataKey, KeyScope, check_subject, data_key_id
+from handlers.sealed_events import KeyNotCached
+from handlers.sealing import (
+    KEY_SCOPES,
+    DataKey,
+    KeyScope,
+    UnknownKey,
+    check_subject,
+    data_key_id,
+)
+
+__all__ = ["DataKeyStore", "KeyRecord", "StoreKeyRing", "UnknownKey", "with_keys"]
 
 DATA_KEYS = "data_keys"
 Document = dict[str, Any]
 Clock = Callable[[], datetime]
+T = TypeVar("T")
 DEFAULT_CACHE_TTL = timedelta(seconds=30)
 DEFAULT_CACHE_SIZE = 10_000
 """Keys kept per process: one per open session a worker seals or opens, one per memory."""
@@ -82,11 +95,6 @@ INDEXES = [
         name="owner_scope_subject_generation",
     )
 ]
-
-
-class UnknownKey(LookupError):
-    """No key was ever stored under this id. Not "forgotten": the key store is not the one the
-    content was sealed with (a wrong database, a backup older than the content)."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +199,22 @@ class DataKeyStore:
         if document is None:
             raise UnknownKey(f"no data key {key_id} in this key store")
         return self._remembered(document, current=False)
+
+    def cached_key(self, key_id: str) -> tuple[bool, DataKey | None]:
+        """(True, the key or None once destroyed) when this process knows the answer for
+        `key_id` without a lookup; (False, None) when `key` must ask the database."""
+        with self._lock:
+            if key_id in self._destroyed:
+                return True, None
+            entry = self._cached.get(key_id)
+            if entry is not None and entry.until > self._clock():
+                self._cached.move_to_end(key_id)
+                return True, entry.key
+            return False, None
+
+    def cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
+        """The live key `current` would answer, if this process holds it (else None)."""
+        return self._cached_current(scope, owner, subject)
 
     def records(self, owner: str) -> list[KeyRecord]:
         """Every key of `owner`, live and destroyed, without material (for audits and tests)."""
@@ -299,7 +323,10 @@ class DataKeyStore:
         material = document.get("material")
         record = KeyRecord.of(document)
         with self._lock:
-            if material is None or record.key_id in self._destroyed:
+            if material is None:  # destroyed for good: remembered, so no lookup repeats it
+                self._destroyed.add(record.key_id)
+                return None
+            if record.key_id in self._destroyed:
                 return None
             key = DataKey(record.key_id, bytes(material))
             self._cached[record.key_id] = _Cached(key, record, self._clock() + self._cache_ttl)
@@ -319,3 +346,47 @@ class DataKeyStore:
                     scope = (entry.record.scope, entry.record.owner, entry.record.subject)
                     if self._current.get(scope) == key_id:
                         del self._current[scope]
+
+
+class StoreKeyRing:
+    """The `handlers.sealed_events.KeyRing` over a `DataKeyStore`.
+
+    `blocking=False` answers from the store's cache only and raises `KeyNotCached` with the
+    lookup to run (in a thread, `with_keys`); `blocking=True` looks keys up itself (for code
+    already off the event loop: threads, the CLI, replay)."""
+
+    def __init__(self, store: DataKeyStore, *, blocking: bool = False) -> None:
+        self.store = store
+        self.blocking = blocking
+
+    def sealing_key(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey:
+        if not self.blocking and (key := self.store.cached_current(scope, owner, subject)):
+            return key
+        if self.blocking:
+            return self.store.current(scope, owner, subject)
+        raise KeyNotCached(
+            f"the {scope} key of {owner!r} {subject or ''}".rstrip(),
+            partial(self.store.current, scope, owner, subject),
+        )
+
+    def opening_key(self, key_id: str) -> DataKey | None:
+        known, key = self.store.cached_key(key_id)
+        if known:
+            return key
+        if self.blocking:
+            return self.store.key(key_id)
+        raise KeyNotCached(f"data key {key_id}", partial(self.store.key, key_id))
+
+    def in_threads(self) -> StoreKeyRing:
+        """The same store, looking keys up itself."""
+        return StoreKeyRing(self.store, blocking=True)
+
+
+async def with_keys(work: Callable[[], T]) -> T:
+    """`work()` — a pure sealing or opening over a non-blocking `StoreKeyRing` — retried after
+    each key it misses is looked up in a thread, so the event loop never waits on the store."""
+    while True:
+        try:
+            return work()
+        except KeyNotCached as missing:
+            await asyncio.to_thread(missing.fetch)

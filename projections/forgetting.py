@@ -331,3 +331,14 @@ def _record_step(
     if created:
         change["$setOnInsert"] = created
     db.update(ERASURES, {"_id": request_id}, change, upsert=True)
+
+
+def note_destroyed_keys(db: Writes, request_id: str, step: str, count: int) -> None:
+    """Count the data keys a record destroyed on its step of the request's receipt (`$max`:
+    a redelivery destroys nothing more and lowers nothing)."""
+    db.update(
+        ERASURES,
+        {"_id": request_id},
+        {"$max": {f"steps.{step}.keys_destroyed": count}},
+        upsert=True,
+    )

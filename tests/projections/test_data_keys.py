@@ -268,3 +268,56 @@ def test_the_cache_keeps_at_most_its_size_and_reads_evicted_keys_back(db: Db, cl
     made = [keys.current("session", "u1", f"s{i}") for i in range(3)]
     assert len(keys._cached) == 2
     assert [keys.key(key.key_id) for key in made] == made
+
+
+# ---- the key ring the stages use ---------------------------------------------------------------
+
+
+def test_a_cold_ring_names_the_lookup_it_needs_and_then_answers_from_memory(
+    db: Db, clock: Clock
+) -> None:
+    from handlers.sealed_events import KeyNotCached
+    from projections.data_keys import StoreKeyRing
+
+    ring = StoreKeyRing(store(db, clock))
+    with pytest.raises(KeyNotCached) as missed:
+        ring.sealing_key("session", "u1", "s1")
+    made = missed.value.fetch()
+    assert ring.sealing_key("session", "u1", "s1") == made
+    other = StoreKeyRing(store(db, clock))
+    with pytest.raises(KeyNotCached) as missed:
+        other.opening_key(made.key_id)
+    missed.value.fetch()
+    assert other.opening_key(made.key_id) == made
+
+
+def test_a_ring_remembers_a_destroyed_key_without_asking_again(db: Db, clock: Clock) -> None:
+    from projections.data_keys import StoreKeyRing
+
+    keys = store(db, clock)
+    made = keys.current("session", "u1", "s1")
+    store(db, clock).destroy("u1", "session", "s1")
+    reader = StoreKeyRing(store(db, clock), blocking=True)
+    assert reader.opening_key(made.key_id) is None
+    db[DATA_KEYS].delete_many({})  # a second lookup would now raise UnknownKey
+    assert reader.opening_key(made.key_id) is None
+    assert reader.store.cached_key(made.key_id) == (True, None)
+
+
+def test_a_forget_request_destroys_its_keys_once_and_counts_them_on_the_receipt(
+    db: Db, clock: Clock
+) -> None:
+    from projections.key_erasure import destroy_forgotten_keys
+    from projections.writes import LiveWrites
+    from tests import factories as f
+
+    keys = store(db, clock)
+    keys.current("session", "u1", "s1")
+    keys.current("session", "u1", "s2")
+    request = f.session_forgotten(user_id="u1", session_id="s1", occurred_at=START)
+    assert destroy_forgotten_keys(keys, LiveWrites(db), request) == 1
+    assert destroy_forgotten_keys(keys, LiveWrites(db), request) == 0  # a redelivery
+    receipt = db["erasures"].find_one({"_id": request.event_id})
+    assert receipt["steps"]["turns"]["keys_destroyed"] == 1
+    live = {(r.subject, r.destroyed_at is None) for r in keys.records("u1")}
+    assert live == {("s1", False), ("s2", True)}
