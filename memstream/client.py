@@ -42,6 +42,7 @@ from handlers.search import SearchMode
 from memstream.config import Settings
 from memstream.producer import EventProducer
 from memstream.read_model import ReadModel
+from memstream.sealing import ClientKeys
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class _Connections:
     """What a client and its `acting_as` views share: opened once, closed by the client."""
 
     producer: EventProducer
+    keys: ClientKeys
     reads: ReadModel | None = None
     embedder: Embedder | None = None
 
@@ -86,7 +88,10 @@ class MemoryClient:
         self._new_id = new_id
         self._requester = requested_by
         self._topics = settings.kafka.topics
-        self._shared = _Connections(EventProducer(settings.kafka), embedder=embedder)
+        keys = ClientKeys(settings, clock)
+        self._shared = _Connections(
+            EventProducer(settings.kafka, keys.encode), keys, embedder=embedder
+        )
         self._owner = True
 
     async def __aenter__(self) -> MemoryClient:
@@ -110,6 +115,7 @@ class MemoryClient:
         if not self._owner:
             return
         await self._producer.stop()
+        self._shared.keys.close()
         if self._shared.reads is not None:
             await self._shared.reads.close()
             self._shared.reads = None
@@ -455,8 +461,9 @@ class MemoryClient:
         from memstream.event_feed import memory_events
 
         erased = await self._read.erased_memory_ids(user_id)
+        keys = await asyncio.to_thread(self._shared.keys.ring_if_configured)
         async for event in memory_events(
-            self.settings.kafka, user_id, since=since, follow=follow, erased=erased
+            self.settings.kafka, user_id, since=since, follow=follow, erased=erased, keys=keys
         ):
             yield event
 

@@ -17,6 +17,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
 | MEMSTREAM_EXPIRY_CHECK_INTERVAL | memory.expiry_check_interval_seconds |
+| MEMSTREAM_SEAL_CONTENT (true, false) | memory.seal_content (needs MongoDB for the keys) |
 | MEMSTREAM_TOPIC_PREFIX, MEMSTREAM_PARTITIONS | kafka.topic_prefix, kafka.partitions |
 | MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
@@ -203,6 +204,11 @@ class MemorySettings(_Section):
     `MEMSTREAM_RETENTION="episodic=7776000,procedural=31536000"`."""
     expiry_check_interval_seconds: float = Field(default=60.0, gt=0)
     """How often each memory type's stage looks for versions that are due."""
+    seal_content: bool = True
+    """Whether memstream's writers (the SDK, the HTTP API, the window, the extraction stages)
+    seal the content of what they write to the log with per-session, per-memory and per-user
+    data keys kept in MongoDB, so forgetting can destroy the keys (docs/architecture.md,
+    "Crypto-shredding"). Sealed content is read whatever this says."""
 
     @field_validator("retention_seconds", mode="before")
     @classmethod
@@ -274,6 +280,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
     "MEMSTREAM_RETENTION": ("memory", "retention_seconds"),
     "MEMSTREAM_EXPIRY_CHECK_INTERVAL": ("memory", "expiry_check_interval_seconds"),
+    "MEMSTREAM_SEAL_CONTENT": ("memory", "seal_content"),
     "MEMSTREAM_HTTP_HOST": ("http", "host"),
     "MEMSTREAM_HTTP_PORT": ("http", "port"),
     "MEMSTREAM_HTTP_MAX_BODY_BYTES": ("http", "max_body_bytes"),

@@ -9,17 +9,18 @@ new records after reaching the end.
 
 Forgotten memories: the feed skips every event of a memory in `erased`, the ids the user's
 erasure receipts list (`ReadModel.erased_memory_ids`, read once when the feed starts). Logical
-forgetting erases the read models but not the log: the memories topic still holds those events
-until they are made unreadable (part 2, crypto-shredding), so the filter is what keeps a consumer
-replaying history from seeing them again. A memory forgotten while a feed follows was sent to it
-before it was forgotten; its id never comes back (a memory id derives from the snapshot or save
-that made it), so nothing after the erasure needs the filter.
+forgetting erases the read models but not the log: the memories topic still holds those events.
+With content sealed (docs/architecture.md, "Crypto-shredding") their keys are destroyed and they
+no longer open; the filter also covers events written in plaintext. A memory forgotten while a
+feed follows was sent to it before it was forgotten; its id never comes back (a memory id
+derives from the snapshot or save that made it), so nothing after the erasure needs the filter.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime
+from functools import partial
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
@@ -28,7 +29,10 @@ from events.codec import EventDecodeError, decode
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted
+from handlers.sealed_events import NoKeyStore, opener
+from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
+from projections.data_keys import StoreKeyRing, with_keys
 
 QUIET_FETCH_MS = 500
 
@@ -47,9 +51,11 @@ async def memory_events(
     since: int | datetime | None = None,
     follow: bool = False,
     erased: frozenset[str] = frozenset(),
+    keys: StoreKeyRing | None = None,
 ) -> AsyncIterator[MemoryEvent]:
     """The user's memory events in log order, but those of the `erased` memories (see the
-    module doc)."""
+    module doc); sealed content opened with `keys` (events whose keys were destroyed are
+    forgotten and skipped; without keys, sealed events are skipped)."""
     if not kafka.bootstrap_servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
     tp = TopicPartition(kafka.topics.memories, user_partition(user_id, kafka.partitions))
@@ -74,7 +80,8 @@ async def memory_events(
                     continue
                 if earliest is not None and record.timestamp < earliest:
                     continue
-                for event in _memory_events_of(record.value, seen):
+                read = partial(_memory_events_of, record.value, seen, keys)
+                for event in await with_keys(read):
                     if event.memory_id not in erased:
                         yield event
             if not follow and not records and await consumer.position(tp) >= end:
@@ -99,11 +106,11 @@ async def _seek(
         consumer.seek(tp, since)
 
 
-def _memory_events_of(value: bytes, seen: set[str]) -> list[MemoryEvent]:
+def _memory_events_of(value: bytes, seen: set[str], keys: StoreKeyRing | None) -> list[MemoryEvent]:
     try:
-        event = decode(value)
-    except EventDecodeError:
-        return []
+        event = decode(value, opener(keys))
+    except (EventDecodeError, SealBroken, KeyDestroyed, NoKeyStore):
+        return []  # not an event, or a forgotten one; without keys, sealed content is skipped
     if isinstance(event, SnapshotExtracted | MemorySaved):
         if event.event_id in seen:
             return []  # a later result for the same snapshot (or save) and type: the first wins

@@ -8,7 +8,7 @@ producer's own retries never write an event twice; with `auto` a broker without 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from aiokafka import AIOKafkaProducer
@@ -40,8 +40,13 @@ def _quiet_producer_id_errors(quiet: bool) -> Iterator[None]:
 class EventProducer:
     """Appends events to their topics, keyed by their stream key, waiting for the broker."""
 
-    def __init__(self, kafka: KafkaSettings) -> None:
+    def __init__(
+        self, kafka: KafkaSettings, encoder: Callable[[AnyEvent], Awaitable[bytes]] | None = None
+    ) -> None:
+        """`encoder`: how an event becomes its record (default: `events.codec.encode`; the
+        client's seals content, `memstream.sealing`)."""
         self._kafka = kafka
+        self._encoder = encoder
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
@@ -77,7 +82,7 @@ class EventProducer:
         futures = [
             await self._producer.send(
                 topic,
-                encode(event),
+                await self._encoder(event) if self._encoder is not None else encode(event),
                 key=event.key.encode(),  # type: ignore[union-attr]
                 partition=partition,
             )

@@ -191,6 +191,8 @@ def _replay(args: argparse.Namespace) -> int:
         kafka_events,
         replay,
     )
+    from projections.data_keys import DataKeyStore, StoreKeyRing
+    from streams.settings import utc_now
 
     settings = load_settings()
     if not settings.mongodb.uri:
@@ -206,8 +208,12 @@ def _replay(args: argparse.Namespace) -> int:
                 print(f"memstream: {exc}", file=sys.stderr)
                 return 1
         else:
+            keys = StoreKeyRing(DataKeyStore(client[settings.mongodb.database], clock=utc_now))
             events = kafka_events(
-                settings.kafka, from_offset=args.from_offset, from_time=args.from_time
+                settings.kafka,
+                from_offset=args.from_offset,
+                from_time=args.from_time,
+                keys=keys,
             )
         try:
             report = replay(iter(events), client[args.into], total=len(events))

@@ -10,7 +10,9 @@ that are already there. Two sources:
   rebuilt from `turns`, `snapshots` (with each extraction's `decision_ids`), `saves`,
   `memory_events` and `dead_letters`, then projected the same way.
 
-Records are read with the same validation as the projector (`handlers.inputs`), and each event
+Records are read with the same validation as the projector (`handlers.inputs`), their sealed
+content opened with the key store of the source database (a record whose key was destroyed is
+forgotten and left out: docs/architecture.md, "Crypto-shredding"), and each event
 keeps the partition it was read from (`LoggedEvent`), which turns store as the projector's do:
 forgetting a user erases a turns partition's turns (`projections.forgetting`). Replay refuses
 a database that already holds a read model: bulk claims assume they are the first.
@@ -38,8 +40,11 @@ from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn
 from events.turns import TurnRecorded
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
+from handlers.sealed_events import opener
+from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
 from projections import BulkWrites, apply_event, ensure_indexes
+from projections.data_keys import StoreKeyRing
 from projections.store import (
     DEAD_LETTERS,
     MEMORIES,
@@ -111,14 +116,23 @@ def replay(
 
 
 def kafka_events(
-    kafka: KafkaSettings, *, from_offset: int | None = None, from_time: datetime | None = None
+    kafka: KafkaSettings,
+    *,
+    from_offset: int | None = None,
+    from_time: datetime | None = None,
+    keys: StoreKeyRing | None = None,
 ) -> list[LoggedEvent]:
-    """Every event of the four topics in replay order (see the module doc)."""
-    return asyncio.run(_kafka_events(kafka, from_offset, from_time))
+    """Every event of the four topics in replay order (see the module doc), sealed content
+    opened with `keys`; a record whose key was destroyed is forgotten and left out."""
+    ring = keys.in_threads() if keys is not None else None
+    return asyncio.run(_kafka_events(kafka, from_offset, from_time, ring))
 
 
 async def _kafka_events(
-    kafka: KafkaSettings, from_offset: int | None, from_time: datetime | None
+    kafka: KafkaSettings,
+    from_offset: int | None,
+    from_time: datetime | None,
+    keys: StoreKeyRing | None,
 ) -> list[LoggedEvent]:
     if not kafka.bootstrap_servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set")
@@ -139,7 +153,7 @@ async def _kafka_events(
         read = await _partitions(consumer, order, from_offset, from_time)
         for tp in order:
             for key, value in read.get(tp, ()):
-                event = _readable(tp.topic, topics.turns, topics.snapshots, key, value)
+                event = _readable(tp.topic, topics.turns, topics.snapshots, key, value, keys)
                 if event is not None:
                     events.append(LoggedEvent(event, tp.partition))
     finally:
@@ -184,16 +198,23 @@ async def _partitions(
 
 
 def _readable(
-    topic: str, turns: str, snapshots: str, key: bytes | None, value: bytes | None
+    topic: str,
+    turns: str,
+    snapshots: str,
+    key: bytes | None,
+    value: bytes | None,
+    keys: StoreKeyRing | None,
 ) -> AnyEvent | None:
     try:
         if topic == turns:
-            return read_turns_record(key, value)
+            return read_turns_record(key, value, keys)
         if topic == snapshots:
-            return read_snapshots_record(key, value)
-        return decode(value or b"")
-    except (InvalidRecord, EventDecodeError):
+            return read_snapshots_record(key, value, keys)
+        return decode(value or b"", opener(keys))
+    except (InvalidRecord, EventDecodeError, SealBroken):
         return None  # refused upstream and dead-lettered there; nothing to project
+    except KeyDestroyed:
+        return None  # forgotten: its key was destroyed
 
 
 # -- the log rebuilt from the read model ------------------------------------------------------

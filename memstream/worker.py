@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import faust
+from pymongo.database import Database
 
 from events.memories import MEMORY_TYPES
 from handlers.extraction.base import ExtractionLimits
@@ -17,6 +18,8 @@ from handlers.extraction.registry import extractor_for
 from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
 from memstream.config import Settings
+from projections.data_keys import DataKeyStore, StoreKeyRing
+from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
 READY_MARKER = "memstream-stage-ready"
@@ -39,6 +42,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
             idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
             max_snapshot_bytes=settings.window.max_snapshot_bytes,
             max_turn_chars=settings.limits.max_turn_chars,
+            sealed=settings.memory.seal_content,
         ),
         idle_check_interval=timedelta(seconds=settings.window.idle_check_interval_seconds),
         session_timeout_seconds=kafka.session_timeout_seconds,
@@ -82,19 +86,13 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
     if stage == "window":
         from streams.window import create_window_app
 
-        return create_window_app(streams, clock)
+        return create_window_app(streams, clock, stage_keys(settings, clock))
     if stage == "projector":
-        from pymongo import MongoClient
-
         from streams.projector import create_projector_app
 
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
-        # A bounded socket timeout turns a hung operation into a retried NetworkTimeout.
-        client: MongoClient[dict[str, Any]] = MongoClient(
-            settings.mongodb.uri, tz_aware=True, socketTimeoutMS=30_000
-        )
-        return create_projector_app(streams, client[settings.mongodb.database], clock)
+        return create_projector_app(streams, _database(settings), clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
         from memstream.providers import chat_model, embedder
@@ -113,8 +111,36 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         )
         enabled = memory_type in settings.memory.extraction.enabled
         extractor = extractor_for(memory_type) if enabled else None
-        return create_extraction_app(streams, memory_type, extractor, models, clock=clock)
+        keys = stage_keys(settings, clock)
+        return create_extraction_app(
+            streams, memory_type, extractor, models, clock=clock, keys=keys
+        )
     raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+
+
+def _database(settings: Settings) -> Database[dict[str, Any]]:
+    from pymongo import MongoClient
+
+    # A bounded socket timeout turns a hung operation into a retried NetworkTimeout.
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        settings.mongodb.uri, tz_aware=True, socketTimeoutMS=30_000
+    )
+    return client[settings.mongodb.database]
+
+
+def stage_keys(settings: Settings, clock: Clock) -> StageKeys:
+    """The window's or an extraction stage's keys: the key store on the configured database
+    (sealed input is opened whatever `memory.seal_content` says), sealing its output when that
+    is on. Without MONGODB_URI there is no key store: sealing must then be off."""
+    if not settings.mongodb.uri:
+        if settings.memory.seal_content:
+            raise ValueError(
+                "MEMSTREAM_SEAL_CONTENT needs MONGODB_URI: the data keys live in MongoDB "
+                "(memstream up sets it for workers; or set MEMSTREAM_SEAL_CONTENT=false)"
+            )
+        return StageKeys()
+    store = DataKeyStore(_database(settings), clock=clock)
+    return StageKeys(StoreKeyRing(store), seal=settings.memory.seal_content)
 
 
 def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:

@@ -50,6 +50,7 @@ from handlers.extraction.results import (
     snapshot_source,
     usage_of,
 )
+from handlers.failures import failure_reason
 from handlers.forgetting import (
     StageForgetInput,
     applies_to_type,
@@ -73,6 +74,8 @@ from handlers.reconcile import (
     evolve,
     reconcile,
 )
+from handlers.sealed_events import NoKeyStore
+from handlers.sealing import KeyDestroyed
 from streams.app import faust_app, raw_table, raw_topic
 from streams.dead_letters import dead_letter
 from streams.faults import fault_point
@@ -82,6 +85,7 @@ from streams.own_results import OwnResults, written_key
 from streams.progress import guard_partitions
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
+from streams.sealing import NO_KEYS, StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -107,6 +111,7 @@ def create_extraction_app(
     models: MemoryModels,
     *,
     clock: Clock = utc_now,
+    keys: StageKeys = NO_KEYS,
 ) -> faust.App:
     """The stage of `memory_type`; without an `extractor` (the type is not enabled) it only
     reconciles direct saves and makes no LLM call for snapshots."""
@@ -125,7 +130,7 @@ def create_extraction_app(
         group=settings.group(stage),
     )
     log_reader = KafkaLogReader(settings.bootstrap_servers)
-    own_results = OwnResults(log_reader, settings.topics.memories, memory_type)
+    own_results = OwnResults(log_reader, settings.topics.memories, memory_type, keys.ring)
     known_memories = KnownMemories(progress)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
@@ -263,7 +268,8 @@ def create_extraction_app(
             log.warning("%s: adopting the result it wrote before a restart", event_id)
             return result
         result = await decide()
-        send = partial(_sent, memories, result.key.encode(), encode(result), record.partition)
+        record_bytes = await keys.encode(result)
+        send = partial(_sent, memories, result.key.encode(), record_bytes, record.partition)
         offset = await through_outages(send, f"sending result {result.event_id}")
         fault_point("extraction.after_result_sent")
         progress[written_key(record.partition)] = str(offset).encode()
@@ -280,7 +286,10 @@ def create_extraction_app(
         if redrive is not None and progress.get(_redriven_key(redrive)):
             return  # this redrive was applied already (two operators sent the same one)
         try:
-            event = read_snapshots_record(record.key, record.value)
+            event = await keys.read(read_snapshots_record, record.key, record.value)
+        except KeyDestroyed:  # its session, user or save was forgotten: nothing to learn
+            log.info("%s: skipped a forgotten record at %s", stage, record.position)
+            return
         except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=stage, reason=str(exc), clock=clock)
             return
@@ -312,7 +321,8 @@ def create_extraction_app(
         )
         remember(result)
         if isinstance(result, SnapshotExtracted) and result.failure:
-            await dead_letter(dead_letters, record, stage=stage, reason=result.failure, clock=clock)
+            reason = failure_reason(result.failure, result.event_id, sealed=keys.seal)
+            await dead_letter(dead_letters, record, stage=stage, reason=reason, clock=clock)
         log.info(
             "snapshot %s: %s (%s)",
             event.event_id,
@@ -373,9 +383,9 @@ def _readable_events(records: Sequence[InputRecord]) -> list[SnapshotsTopicEvent
     """The events of snapshots-topic `records`, poison left out (its stage dead-letters it)."""
     events: list[SnapshotsTopicEvent] = []
     for record in records:
-        try:
+        try:  # without keys: a look ahead is for forget requests, which are never sealed
             events.append(read_snapshots_record(record.key, record.value))
-        except InvalidRecord:
+        except (InvalidRecord, NoKeyStore, KeyDestroyed):
             continue
     return events
 

@@ -10,10 +10,14 @@ and the stage adopts a result it finds there instead of deciding again
 
 from __future__ import annotations
 
+import asyncio
+
 from faust.types import TP
 
 from events.memories import MemoryType
 from handlers.inputs import InvalidRecord, ResultRecord, read_result_record
+from handlers.sealing import KeyDestroyed
+from projections.data_keys import StoreKeyRing
 from streams.log_reader import KafkaLogReader
 from streams.records import InputRecord
 
@@ -28,8 +32,15 @@ def written_key(partition: int) -> bytes:
 class OwnResults:
     """The results of one memory type written to one output topic, read back on demand."""
 
-    def __init__(self, reader: KafkaLogReader, topic: str, memory_type: MemoryType) -> None:
+    def __init__(
+        self,
+        reader: KafkaLogReader,
+        topic: str,
+        memory_type: MemoryType,
+        keys: StoreKeyRing | None = None,
+    ) -> None:
         self._reader = reader
+        self._keys = keys.in_threads() if keys is not None else None
         self._topic = topic
         self._memory_type = memory_type
         self._found: dict[int, dict[str, ResultRecord]] = {}
@@ -43,15 +54,16 @@ class OwnResults:
         if partition not in self._found:
             start = 0 if after is None else after + 1
             tail = await self._reader.read_tail(TP(self._topic, partition), start)
-            self._found[partition] = self._results_in(tail)
+            # in a thread: opening the results may look their memories' keys up
+            self._found[partition] = await asyncio.to_thread(self._results_in, tail)
         return self._found[partition].pop(event_id, None)
 
     def _results_in(self, records: list[InputRecord]) -> dict[str, ResultRecord]:
         found: dict[str, ResultRecord] = {}
         for record in records:
             try:
-                result = read_result_record(record.key, record.value)
-            except InvalidRecord:
+                result = read_result_record(record.key, record.value, self._keys)
+            except (InvalidRecord, KeyDestroyed):
                 continue
             if result is not None and result.memory_type == self._memory_type:
                 found.setdefault(result.event_id, result)  # the first one written wins

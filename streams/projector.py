@@ -3,7 +3,8 @@
 Each record is read with the same validation as the stage that owns its topic
 (`handlers.inputs`): a turn the window dead-lettered, or a snapshot an extractor refused, is not
 projected either. Database outages are waited out (`streams.retrying`), so no event is ever
-skipped; an event the read model refuses for another reason — an id that already names other
+skipped; a record whose content key was destroyed is forgotten and not projected; an event the
+read model refuses for another reason — an id that already names other
 content, a memories-topic record that is not an event — is kept in `dead_letters` with the
 reason.
 """
@@ -19,8 +20,13 @@ import faust
 from pymongo.database import Database
 
 from events.codec import AnyEvent, decode
+from events.forgetting import MemoriesForgotten, SessionForgotten, UserForgotten
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
-from projections import ensure_indexes, project
+from handlers.sealed_events import opener
+from handlers.sealing import KeyDestroyed
+from projections import LiveWrites, ensure_indexes, project
+from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
+from projections.key_erasure import destroy_forgotten_keys
 from streams.app import faust_app, raw_table
 from streams.dead_letters import dead_letter_record
 from streams.faults import fault_point
@@ -47,6 +53,9 @@ def create_projector_app(
         value_type=bytes,
     )
     applied_offsets = raw_table(app, "applied-offsets", settings)
+    key_store = DataKeyStore(db, clock=clock)
+    ring = StoreKeyRing(key_store)
+    writes = LiveWrites(db)
     guard = guard_partitions(
         app,
         applied_offsets,
@@ -59,25 +68,44 @@ def create_projector_app(
     @app.task  # type: ignore[untyped-decorator]
     async def prepare_indexes() -> None:
         await through_outages(partial(asyncio.to_thread, ensure_indexes, db), "creating indexes")
+        await through_outages(
+            partial(asyncio.to_thread, key_store.ensure_indexes), "creating key indexes"
+        )
 
     def readable(record: InputRecord) -> AnyEvent | None:
         """The record's event, or None when it is not to be projected (with the reason logged);
         poison on the memories or dead-letter topics, which no other stage owns, raises."""
         try:
             if record.topic == topics.turns:
-                return read_turns_record(record.key, record.value)
+                return read_turns_record(record.key, record.value, ring)
             if record.topic == topics.snapshots:
-                return read_snapshots_record(record.key, record.value)
+                return read_snapshots_record(record.key, record.value, ring)
         except InvalidRecord as exc:
             log.info("not projected %s (refused upstream): %s", record.position, exc)
             return None
-        return decode(record.value or b"")
+        except KeyDestroyed:
+            log.info("not projected %s (its content is forgotten)", record.position)
+            return None
+        try:
+            return decode(record.value or b"", opener(ring))
+        except KeyDestroyed:
+            log.info("not projected %s (its content is forgotten)", record.position)
+            return None
 
     async def apply(record: InputRecord) -> None:
         try:
-            event = readable(record)
+            event = await through_outages(
+                lambda: with_keys(lambda: readable(record)), f"reading {record.position}"
+            )
             if event is None:
                 return
+            if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
+                # Keys first: the erasure step projected next may complete the receipt, and a
+                # complete receipt promises the log no longer opens.
+                await through_outages(
+                    partial(asyncio.to_thread, destroy_forgotten_keys, key_store, writes, event),
+                    f"destroying the keys {record.position} forgets",
+                )
             await through_outages(
                 partial(asyncio.to_thread, project, db, event, partition=record.partition),
                 f"projecting {record.position}",

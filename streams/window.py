@@ -24,6 +24,7 @@ from events.snapshots import SnapshotPromoted
 from events.turns import session_key
 from handlers.dead_letters import applies_to
 from handlers.inputs import InvalidRecord, read_turns_record
+from handlers.sealing import KeyDestroyed
 from handlers.window import (
     IdleRequest,
     SessionWindow,
@@ -37,13 +38,16 @@ from streams.dead_letters import dead_letter
 from streams.progress import guard_partitions, is_progress_key
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
+from streams.sealing import NO_KEYS, StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 STAGE = "window"
 
 
-def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust.App:
+def create_window_app(
+    settings: StreamSettings, clock: Clock = utc_now, keys: StageKeys = NO_KEYS
+) -> faust.App:
     app = faust_app(STAGE, settings)
     turns = raw_topic(app, settings.topics.turns, settings)
     snapshots = raw_topic(app, settings.topics.snapshots, settings)
@@ -63,7 +67,10 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
         if not applies_to(record.redrive, STAGE):  # a redrive addressed to another stage
             return
         try:
-            command = read_turns_record(record.key, record.value)
+            command = await keys.read(read_turns_record, record.key, record.value)
+        except KeyDestroyed:  # its session was forgotten: nothing of it is promoted
+            log.info("skipped a forgotten record at %s", record.position)
+            return
         except InvalidRecord as exc:
             await dead_letter(dead_letters, record, stage=STAGE, reason=str(exc), clock=clock)
             return
@@ -126,7 +133,7 @@ def create_window_app(settings: StreamSettings, clock: Clock = utc_now) -> faust
 
     async def send_snapshots_record(event: SnapshotPromoted | SessionsForgotten) -> None:
         what = "snapshot" if isinstance(event, SnapshotPromoted) else event.event_type
-        send = partial(_sent, snapshots, event.key.encode(), encode(event))
+        send = partial(_sent, snapshots, event.key.encode(), await keys.encode(event))
         await through_outages(send, f"sending {what} {event.event_id}")
 
     @app.agent(turns, concurrency=1)

@@ -141,8 +141,10 @@ def test_a_database_outage_is_waited_out_without_dead_letters(
         pipeline.flush("flo", "s1")
         eventually(lambda: texts(pipeline, "flo"), lambda t: len(t) == 1, what="the first memory")
 
-        database.stop()
+        # Recording seals the turn with its session's key, which the SDK makes in MongoDB, so
+        # the turn is recorded first; the stages open and seal while the database is down.
         pipeline.record("flo", "s2", [{"role": "user", "content": "I live in Lisbon."}])
+        database.stop()
         pipeline.flush("flo", "s2")
         time.sleep(6)  # the window and the extractor go on; the projector waits
         database.start()

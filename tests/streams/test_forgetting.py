@@ -18,9 +18,12 @@ import orjson
 import pytest
 from pymongo import MongoClient
 
+from events.codec import EventDecodeError, decode
+from handlers.sealed_events import opener
+from handlers.sealing import KeyDestroyed
 from memstream.client import MemoryClient
 from memstream.replay import kafka_events, replay
-from tests.support.pipeline import PipelineHarness, eventually
+from tests.support.pipeline import PipelineHarness, eventually, read_topic
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -111,9 +114,80 @@ def replayed(pipeline: PipelineHarness) -> Any:
     """The read model rebuilt from the pipeline's topics into a fresh database."""
     client: MongoClient[dict[str, Any]] = MongoClient(pipeline.environment["MONGODB_URI"])
     target = client[f"test_replay_{uuid.uuid4().hex[:10]}"]
-    report = replay(kafka_events(pipeline.settings.kafka), target, show=False)
+    events = kafka_events(pipeline.settings.kafka, keys=pipeline.key_ring())
+    report = replay(events, target, show=False)
     assert report.collisions == []
     return target
+
+
+def raw_log(pipeline: PipelineHarness) -> list[Any]:
+    """Every record of the pipeline's four topics, as the broker holds it."""
+    topics = pipeline.settings.kafka.topics
+    names = (topics.turns, topics.snapshots, topics.memories, topics.dead_letters)
+    servers, partitions = (
+        pipeline.settings.kafka.bootstrap_servers,
+        pipeline.settings.kafka.partitions,
+    )
+    return [
+        record
+        for name in names
+        for record in asyncio.run(read_topic(servers, name, partitions))
+        if record.value is not None
+    ]
+
+
+def opened_events(pipeline: PipelineHarness) -> tuple[list[dict[str, Any]], int]:
+    """The log's events that still open with the pipeline's key store, as JSON, and how many
+    records no longer open (their keys destroyed)."""
+    ring, opened, forgotten = pipeline.key_ring(), [], 0
+    for record in raw_log(pipeline):
+        try:
+            opened.append(decode(record.value, opener(ring)).model_dump(mode="json"))
+        except KeyDestroyed:
+            forgotten += 1
+        except EventDecodeError:
+            continue  # not an event (a test's poison)
+    return opened, forgotten
+
+
+def opened_log(pipeline: PipelineHarness) -> tuple[str, int]:
+    """`opened_events` as one text to search for forgotten words."""
+    opened, forgotten = opened_events(pipeline)
+    return orjson.dumps(opened).decode(), forgotten
+
+
+def keys_destroyed(receipt: dict[str, Any]) -> int:
+    return sum(step.get("keys_destroyed", 0) for step in receipt.get("steps", {}).values())
+
+
+def test_the_log_holds_no_plaintext_content_and_forgotten_records_no_longer_open(
+    pipeline_factory: Any,
+) -> None:
+    pipeline: PipelineHarness = pipeline_factory()
+    script(pipeline)
+    say(pipeline, "ann", "a1", "I work at Stripe.")
+    say(pipeline, "ann", "a2", "I live in Lisbon.")
+    pipeline.save("ann", "semantic", "The user likes green tea.")
+    wait_for_memories(
+        pipeline,
+        "ann",
+        ["The user likes green tea.", "The user lives in Lisbon.", "The user works at Stripe."],
+    )
+    raw = b"".join(record.value for record in raw_log(pipeline))
+    assert b"AES-256-GCM" in raw
+    for word in (b"Stripe", b"Lisbon", b"green tea", b"works at", b"lives in"):
+        assert word not in raw, word
+    text, forgotten = opened_log(pipeline)
+    assert "Stripe" in text and "green tea" in text and forgotten == 0
+
+    receipt = wait_for_erasure(
+        pipeline, with_client(pipeline, lambda c: c.forget_session("ann", "a1"))
+    )
+    assert keys_destroyed(receipt) >= 2  # the session's key and the memory's it taught
+    text, forgotten = opened_log(pipeline)
+    assert "Stripe" not in text, text[text.index("Stripe") - 2000 : text.index("Stripe") + 200]
+    assert "Lisbon" in text and forgotten >= 2  # the turn and the snapshot
+    assert b"Stripe" not in b"".join(record.value for record in raw_log(pipeline))
 
 
 def test_forgetting_a_session_erases_it_everywhere_and_keeps_the_rest(
@@ -173,6 +247,9 @@ def test_forgetting_a_memory_erases_every_version_and_the_fact_is_learned_anew(
     rebuilt = replayed(pipeline)
     ids = {m["memory_id"] for m in rebuilt["memories"].find({"user_id": "ann"})}
     assert stripe["memory_id"] not in ids and again["memory_id"] in ids
+    opened, _ = opened_events(pipeline)  # the conversation stays; the memory is shredded
+    decided = {d["memory_id"] for event in opened for d in event.get("decisions", ())}
+    assert stripe["memory_id"] not in decided and again["memory_id"] in decided
 
 
 def test_forgetting_a_user_erases_open_turns_saves_and_profile_and_spares_others(
@@ -209,6 +286,9 @@ def test_forgetting_a_user_erases_open_turns_saves_and_profile_and_spares_others
     text = everything_of(rebuilt, "ann")
     assert "Lisbon" in text
     assert not any(word in text for word in ("Stripe", "green tea", "chess"))
+    opened, _ = opened_log(pipeline)  # the log itself: what is left opens no more
+    assert not any(word in opened for word in ("Stripe", "green tea", "chess"))
+    assert "Berlin" in opened and keys_destroyed(receipt) >= 4
 
 
 def test_a_forget_racing_a_snapshot_in_flight_keeps_its_memories_from_ever_appearing(

@@ -3,7 +3,8 @@
 Producers in other languages mostly use librdkafka; this checks the record format the README
 documents ("Producing from other languages") with hand-built JSON, not memstream's models: the
 README's producer block records two turns and a flush, the pipeline (scripted LLM) promotes them
-and extracts a memory, and a confluent-kafka consumer reads the extraction back as plain JSON.
+and extracts a memory, and a confluent-kafka consumer reads the extraction back as plain JSON (with
+the workers' sealing off: sealed content opens only with memstream's key store).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def memory_records(
 
 
 def test_confluent_kafka_turns_become_a_memory_read_back_as_json(pipeline_factory: Any) -> None:
-    pipeline: PipelineHarness = pipeline_factory()
+    # Plain JSON for any client: the workers do not seal (the README says so beside the block).
+    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_SEAL_CONTENT="false")
     pipeline.llm.on("Stripe", STRIPE_FACTS, scope="last_user")
 
     run_readme_block("librdkafka-producer", pipeline)

@@ -15,6 +15,8 @@ from pymongo.errors import OperationFailure
 from memstream.config import Settings, load_settings
 from memstream.runtime import TANSU_ENVIRONMENT, Pipeline, pipeline_stages
 from memstream.topics import ensure_topics
+from projections.data_keys import DataKeyStore, StoreKeyRing
+from streams.settings import utc_now
 from tests.support.scripted_llm import ScriptedLLM
 
 T = TypeVar("T")
@@ -73,6 +75,11 @@ class PipelineHarness:
     @property
     def db(self) -> Database[dict[str, Any]]:
         return self._mongo[self.settings.mongodb.database]
+
+    def key_ring(self) -> StoreKeyRing:
+        """The pipeline's data keys (on its database), looked up as needed: for reading the
+        sealed log the way `memstream replay` does."""
+        return StoreKeyRing(DataKeyStore(self.db, clock=utc_now), blocking=True)
 
     def start(self) -> PipelineHarness:
         asyncio.run(ensure_topics(self.settings.kafka))
