@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from events.forgetting import MemoryExpired
 from events.memories import MemoryAdded, MemoryEvent, MemoryType, MemoryUpdated, derived_id
-from handlers.reconcile import KnownMemory
+from handlers.reconcile import KnownMemoryFacts
 
 
 def with_expiry(
@@ -43,7 +43,7 @@ def with_expiry(
 
 
 def due_expiries(
-    known: Iterable[KnownMemory], memory_type: MemoryType, now: datetime
+    known: Iterable[KnownMemoryFacts], memory_type: MemoryType, now: datetime
 ) -> list[MemoryExpired]:
     """The expiry commands for the known memories whose current version is due at `now`."""
     return [
@@ -53,7 +53,7 @@ def due_expiries(
     ]
 
 
-def expiry_command(memory: KnownMemory, memory_type: MemoryType) -> MemoryExpired:
+def expiry_command(memory: KnownMemoryFacts, memory_type: MemoryType) -> MemoryExpired:
     """The command that forgets `memory` at its current version's expiry."""
     if memory.expires_at is None or not memory.user_id:
         raise ValueError(f"memory {memory.memory_id} has no expiry or no user")

@@ -28,7 +28,7 @@ from events.forgetting import (
 )
 from events.memories import MemoryType, derived_id
 from events.snapshots import SnapshotPromoted
-from handlers.reconcile import KnownMemory
+from handlers.reconcile import KnownMemoryFacts
 
 StageForgetInput = MemoryForgotten | SessionsForgotten | UserForgotten | MemoryExpired
 """The forget inputs a memory type's stage reads on the snapshots topic."""
@@ -41,7 +41,9 @@ def applies_to_type(request: StageForgetInput, memory_type: MemoryType) -> bool:
     return True
 
 
-def memories_to_forget(request: StageForgetInput, known: Iterable[KnownMemory]) -> tuple[str, ...]:
+def memories_to_forget(
+    request: StageForgetInput, known: Iterable[KnownMemoryFacts]
+) -> tuple[str, ...]:
     """The ids of the known memories `request` erases, in the order they are known.
 
     A `MemoryForgotten` names its memory even when the stage does not know it (already

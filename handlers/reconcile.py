@@ -47,24 +47,33 @@ from events.memories import (
 Action = Literal["ADD", "UPDATE", "REINFORCE"]
 
 
-class KnownMemory(BaseModel):
-    """The reconciler's view of one current memory: what it says, its version, its vector."""
+class KnownMemoryFacts(BaseModel):
+    """What a stage knows of one current memory besides its content: enough to forget it or
+    expire it, read without opening its sealed content (docs/architecture.md,
+    "Crypto-shredding")."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     memory_id: str
     version: int
     user_id: str | None = None
     """Whose memory it is (None in state stored before the field existed)."""
     agent_id: str | None = None
-    content: MemoryContent
-    embedding: tuple[float, ...]
-    embedding_model: str
     origins: tuple[str, ...] = ()
     """Where its versions came from (`origin_of`), so forgetting a session or the user's saves
     finds it (docs/architecture.md, "Forgetting"); empty in state stored before the field."""
     expires_at: UtcDatetime | None = None
     """When the current version expires (None: never)."""
+
+
+class KnownMemory(KnownMemoryFacts):
+    """The reconciler's view of one current memory: what it says, its version, its vector."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: MemoryContent
+    embedding: tuple[float, ...]
+    embedding_model: str
 
 
 @dataclass(frozen=True)

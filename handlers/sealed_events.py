@@ -66,6 +66,10 @@ _DECISION_FIELDS: tuple[tuple[str, FieldKind], ...] = (
 )
 _SAVE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("content", "json"),)
 _FAILURE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("failure", "text"),)
+_KNOWN_MEMORY_FIELDS: tuple[tuple[str, FieldKind], ...] = (
+    ("content", "json"),
+    ("embedding", "vector"),
+)
 MEMORY_EVENT_TYPES = frozenset({"MemoryAdded", "MemoryUpdated", "MemoryReinforced"})
 RESULT_EVENT_TYPES = frozenset({"SnapshotExtracted", "MemorySaved"})
 
@@ -108,7 +112,12 @@ class _Place:
 
 def seal_payload(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
     """`payload` (an event's JSON) with its content fields sealed, in place; returned."""
-    for place in _places(payload):
+    _seal_places(_places(payload), keys)
+    return payload
+
+
+def _seal_places(places: Iterator[_Place], keys: KeyRing) -> None:
+    for place in places:
         for name, kind in place.fields:
             value = place.holder.get(name)
             if value in (None, "", [], {}) or is_sealed(value):
@@ -117,7 +126,6 @@ def seal_payload(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
             associated = associated_data(place.item_id, name)
             sealed = seal_deterministic(_plain_bytes(value, kind), key, associated=associated)
             place.holder[name] = sealed.model_dump()
-    return payload
 
 
 def open_payload(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
@@ -164,6 +172,63 @@ def _refuse_sealed(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def seal_window(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
+    """A stored session window (`handlers.window.SessionWindow`, as JSON) with its pending
+    turns sealed as a snapshot seals them (same key, same bytes): the window's changelog topic
+    holds no plaintext either."""
+    _seal_places(_window_places(payload), keys)
+    return payload
+
+
+def open_window(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
+    """A stored window with its pending turns opened (`KeyDestroyed`: its session is
+    forgotten)."""
+    _open_places(_window_places(payload), keys)
+    return payload
+
+
+def without_sealed_turns(payload: dict[str, Any]) -> dict[str, Any]:
+    """A stored window with its sealed turns' content emptied, for decisions that need no
+    content (is the session idle, which windows does a forgotten user leave)."""
+    for place in _window_places(payload):
+        for name, _ in place.fields:
+            if is_sealed(place.holder.get(name)):
+                place.holder[name] = "" if name == "content" else None
+    return payload
+
+
+def has_sealed_turns(payload: dict[str, Any]) -> bool:
+    """Whether a stored window holds sealed turns."""
+    return any(
+        is_sealed(place.holder.get(name))
+        for place in _window_places(payload)
+        for name, _ in place.fields
+    )
+
+
+def seal_known_memory(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
+    """A stage's stored memory (`handlers.reconcile.KnownMemory`, as JSON) with its content and
+    vector sealed with the memory's key: the stage's changelog holds no plaintext either."""
+    _seal_places(_known_memory_places(payload), keys)
+    return payload
+
+
+def open_known_memory(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
+    """A stored memory with its content and vector opened (`KeyDestroyed`: forgotten)."""
+    _open_places(_known_memory_places(payload), keys)
+    return payload
+
+
+def sealed_key_ids(payload: dict[str, Any]) -> set[str]:
+    """The key ids of a stored memory's sealed values (to look them up before opening)."""
+    return {
+        str(place.holder[name]["key_id"])
+        for place in _known_memory_places(payload)
+        for name, _ in place.fields
+        if is_sealed(place.holder.get(name)) and "key_id" in place.holder[name]
+    }
+
+
 def has_sealed_content(payload: dict[str, Any]) -> bool:
     """Whether any content field of `payload` is sealed."""
     return any(
@@ -196,10 +261,8 @@ def _places(payload: dict[str, Any]) -> Iterator[_Place]:
     kind = payload.get("event_type")
     if kind == "TurnRecorded":
         yield from _session_place(payload, payload, _TURN_FIELDS, payload.get("event_id"))
-    elif kind == "SnapshotPromoted" and isinstance(payload.get("turns"), list):
-        for turn in payload["turns"]:
-            if isinstance(turn, dict):
-                yield from _session_place(payload, turn, _TURN_FIELDS, turn.get("turn_id"))
+    elif kind == "SnapshotPromoted":
+        yield from _window_places(payload)
     elif kind in RESULT_EVENT_TYPES and isinstance(payload.get("decisions"), list):
         for decision in payload["decisions"]:
             yield from _decision_places(decision)
@@ -210,6 +273,21 @@ def _places(payload: dict[str, Any]) -> Iterator[_Place]:
         user, item = payload.get("user_id"), payload.get("event_id")
         if isinstance(user, str) and isinstance(item, str):
             yield _Place(payload, _SAVE_FIELDS, "user", user, None, item)
+
+
+def _window_places(payload: dict[str, Any]) -> Iterator[_Place]:
+    """The turns of a snapshot or a stored window: each bound to its turn id."""
+    turns = payload.get("turns")
+    for turn in turns if isinstance(turns, list) else ():
+        if isinstance(turn, dict):
+            yield from _session_place(payload, turn, _TURN_FIELDS, turn.get("turn_id"))
+
+
+def _known_memory_places(payload: dict[str, Any]) -> Iterator[_Place]:
+    user, memory = payload.get("user_id"), payload.get("memory_id")
+    if isinstance(user, str) and isinstance(memory, str) and memory:
+        item = f"known-memory:{memory}"  # not a decision's id: a stored copy
+        yield _Place(payload, _KNOWN_MEMORY_FIELDS, "memory", user, memory, item)
 
 
 def _session_place(

@@ -49,7 +49,7 @@ import asyncio
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -199,6 +199,20 @@ class DataKeyStore:
         if document is None:
             raise UnknownKey(f"no data key {key_id} in this key store")
         return self._remembered(document, current=False)
+
+    def load(self, key_ids: Iterable[str]) -> None:
+        """Bring every key of `key_ids` this process does not know into its cache, with one
+        query (`UnknownKey` for an id the store never held)."""
+        missing = [key_id for key_id in set(key_ids) if not self.cached_key(key_id)[0]]
+        if not missing:
+            return
+        found = {
+            document["_id"]: document for document in self._keys.find({"_id": {"$in": missing}})
+        }
+        for key_id in missing:
+            if key_id not in found:
+                raise UnknownKey(f"no data key {key_id} in this key store")
+            self._remembered(found[key_id], current=False)
 
     def cached_key(self, key_id: str) -> tuple[bool, DataKey | None]:
         """(True, the key or None once destroyed) when this process knows the answer for

@@ -76,6 +76,7 @@ from handlers.reconcile import (
 )
 from handlers.sealed_events import NoKeyStore
 from handlers.sealing import KeyDestroyed
+from projections.data_keys import with_keys
 from streams.app import faust_app, raw_table, raw_topic
 from streams.dead_letters import dead_letter
 from streams.faults import fault_point
@@ -131,7 +132,7 @@ def create_extraction_app(
     )
     log_reader = KafkaLogReader(settings.bootstrap_servers)
     own_results = OwnResults(log_reader, settings.topics.memories, memory_type, keys.ring)
-    known_memories = KnownMemories(progress)
+    known_memories = KnownMemories(progress, keys.ring, seal=keys.seal)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def forget_own_results(sender: faust.App, revoked: Any, **_: Any) -> None:
@@ -174,7 +175,8 @@ def create_extraction_app(
             answers.extend(given)
             return answer
 
-        known = known_memories.of(source.user_id, source.agent_id)
+        await keys.load(known_memories.key_ids(source.user_id))
+        known = await with_keys(lambda: known_memories.of(source.user_id, source.agent_id))
         result = await reconcile(
             memory_type,
             news,
@@ -275,7 +277,11 @@ def create_extraction_app(
         progress[written_key(record.partition)] = str(offset).encode()
         return result
 
-    def remember(result: ResultRecord) -> None:
+    async def remember(result: ResultRecord) -> None:
+        await keys.load(known_memories.key_ids(result.user_id))
+        await with_keys(lambda: _remember(result))
+
+    def _remember(result: ResultRecord) -> None:  # repeated whole if a key is missing
         before = known_memories.of(result.user_id, result.agent_id)
         known_memories.store(result.user_id, before, evolve(before, result.decisions))
 
@@ -304,7 +310,7 @@ def create_extraction_app(
             result = await result_for(
                 record, save_result_id(event.event_id, memory_type), partial(saved, event)
             )
-            remember(result)
+            await remember(result)
             known_memories.remember_save(event.user_id, event.event_id)
             log.info("save %s: %s", event.event_id, [d.event_type for d in result.decisions])
             return
@@ -319,7 +325,7 @@ def create_extraction_app(
             result_id(event.event_id, memory_type, redrive_id),
             partial(extracted, extractor, event, record, redrive),
         )
-        remember(result)
+        await remember(result)
         if isinstance(result, SnapshotExtracted) and result.failure:
             reason = failure_reason(result.failure, result.event_id, sealed=keys.seal)
             await dead_letter(dead_letters, record, stage=stage, reason=reason, clock=clock)

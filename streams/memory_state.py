@@ -17,11 +17,20 @@ partition that carries the user's snapshots):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
+from typing import Any
 
 import orjson
 
-from handlers.reconcile import KnownMemory
+from handlers.reconcile import KnownMemory, KnownMemoryFacts
+from handlers.sealed_events import (
+    KeyRing,
+    NoKeyStore,
+    open_known_memory,
+    seal_known_memory,
+    sealed_key_ids,
+)
+from handlers.sealing import KeyDestroyed
 
 RECENT_SAVES_REMEMBERED = 64
 NEVER_EXPIRES = b'"expires_at":null'
@@ -41,10 +50,25 @@ def _saves_key(user_id: str) -> bytes:
 
 
 class KnownMemories:
-    """The current memories of one memory type, per user, in a stage's table."""
+    """The current memories of one memory type, per user, in a stage's table.
 
-    def __init__(self, table: MutableMapping[bytes, bytes | None]) -> None:
+    With `keys`, a memory's content and vector are stored sealed with the memory's key
+    (`handlers.sealed_events.seal_known_memory`; `seal` says whether to seal what is stored,
+    and sealed values are opened whatever it says). Forgetting and expiry read what they need
+    without opening anything (`KnownMemoryFacts`); reconciliation opens the user's memories
+    (`of`), whose keys the stage loads first (`key_ids`), and passes over a memory whose key
+    was destroyed: it is being forgotten."""
+
+    def __init__(
+        self,
+        table: MutableMapping[bytes, bytes | None],
+        keys: KeyRing | None = None,
+        *,
+        seal: bool = False,
+    ) -> None:
         self._table = table
+        self._keys = keys
+        self._seal = seal and keys is not None
 
     def of(self, user_id: str, agent_id: str | None) -> dict[str, KnownMemory]:
         """The user's current memories in the scope of `agent_id` (None: no agent)."""
@@ -52,27 +76,36 @@ class KnownMemories:
         for memory_id in self._ids(user_id):
             stored = self._table.get(_memory_key(user_id, memory_id))
             if stored:
-                memory = KnownMemory.model_validate_json(stored)
-                if memory.agent_id == agent_id:
+                memory = self._opened(stored)
+                if memory is not None and memory.agent_id == agent_id:
                     memories[memory_id] = memory
         return memories
 
-    def expiring(self) -> list[KnownMemory]:
+    def key_ids(self, user_id: str) -> set[str]:
+        """The data keys the user's stored memories are sealed with (to load them at once)."""
+        found: set[str] = set()
+        for memory_id in self._ids(user_id):
+            stored = self._table.get(_memory_key(user_id, memory_id))
+            if stored:
+                found |= sealed_key_ids(orjson.loads(stored))
+        return found
+
+    def expiring(self) -> list[KnownMemoryFacts]:
         """The memories this worker holds (its partitions' users) whose current version has an
         expiry, for the expiry timer. A memory stored as never expiring is passed over without
         parsing it (its vector makes that the cost of a scan): `store` writes compact JSON."""
         return [
-            KnownMemory.model_validate_json(stored)
+            KnownMemoryFacts.model_validate_json(stored)
             for key, stored in list(self._table.items())
             if stored and key.startswith(b"\x00m|") and NEVER_EXPIRES not in stored
         ]
 
-    def all_of(self, user_id: str) -> list[KnownMemory]:
-        """The user's current memories of this type, every scope."""
+    def all_of(self, user_id: str) -> list[KnownMemoryFacts]:
+        """The user's current memories of this type, every scope (without their content)."""
         stored = (
             self._table.get(_memory_key(user_id, memory_id)) for memory_id in self._ids(user_id)
         )
-        return [KnownMemory.model_validate_json(memory) for memory in stored if memory]
+        return [KnownMemoryFacts.model_validate_json(memory) for memory in stored if memory]
 
     def forget(self, user_id: str, memory_ids: Collection[str]) -> None:
         """Erase `memory_ids` from the user's memories (the table's changelog gets tombstones)."""
@@ -91,7 +124,7 @@ class KnownMemories:
         """Write what changed from `before` to `after` (one scope of the user)."""
         changed = [m for memory_id, m in after.items() if before.get(memory_id) != m]
         for memory in changed:
-            self._table[_memory_key(user_id, memory.memory_id)] = memory.model_dump_json().encode()
+            self._table[_memory_key(user_id, memory.memory_id)] = self._stored(memory)
         ids = self._ids(user_id)
         new_ids = [memory_id for memory_id in after if memory_id not in ids]
         if new_ids:
@@ -104,6 +137,19 @@ class KnownMemories:
         recent = [*self._recent_saves(user_id), save_id][-RECENT_SAVES_REMEMBERED:]
         self._table[_saves_key(user_id)] = orjson.dumps(recent)
 
+    def _stored(self, memory: KnownMemory) -> bytes:
+        payload = memory.model_dump(mode="json")
+        if self._seal and self._keys is not None and memory.user_id:
+            payload = seal_known_memory(payload, self._keys)
+        return orjson.dumps(payload)
+
+    def _opened(self, stored: bytes) -> KnownMemory | None:
+        payload = orjson.loads(stored)
+        try:
+            return KnownMemory.model_validate(opener_of_known(self._keys)(payload))
+        except KeyDestroyed:
+            return None  # its key is gone: the memory is being forgotten
+
     def _ids(self, user_id: str) -> list[str]:
         stored = self._table.get(_index_key(user_id))
         return list(orjson.loads(stored)) if stored else []
@@ -111,3 +157,17 @@ class KnownMemories:
     def _recent_saves(self, user_id: str) -> list[str]:
         stored = self._table.get(_saves_key(user_id))
         return list(orjson.loads(stored)) if stored else []
+
+
+def opener_of_known(keys: KeyRing | None) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What opens a stored memory: with keys, `open_known_memory`; without, sealed content is
+    an outage (`NoKeyStore`) and plaintext passes."""
+    if keys is not None:
+        return lambda payload: open_known_memory(payload, keys)
+
+    def refuse(payload: dict[str, Any]) -> dict[str, Any]:
+        if sealed_key_ids(payload):
+            raise NoKeyStore(f"memory {payload.get('memory_id')} is sealed; no key store")
+        return payload
+
+    return refuse

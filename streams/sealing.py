@@ -8,12 +8,24 @@ event loop never waits on MongoDB.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import orjson
 
 from events.codec import AnyEvent, encode
-from handlers.sealed_events import KeyRing, sealer
+from handlers.sealed_events import (
+    KeyRing,
+    NoKeyStore,
+    has_sealed_turns,
+    open_window,
+    seal_window,
+    sealer,
+    without_sealed_turns,
+)
+from handlers.window import SessionWindow
 from projections.data_keys import StoreKeyRing, with_keys
 
 T = TypeVar("T")
@@ -42,6 +54,42 @@ class StageKeys:
             return encode(event)
         ring = self.ring
         return await with_keys(lambda: encode(event, sealer(ring)))
+
+    async def load(self, key_ids: set[str]) -> None:
+        """Bring `key_ids` into memory with one lookup, in a thread (before opening many)."""
+        if key_ids and self.ring is not None:
+            await asyncio.to_thread(self.ring.store.load, key_ids)
+
+    async def stored_window(self, stored: bytes) -> SessionWindow:
+        """A window as the table holds it, its pending turns opened (`KeyDestroyed`: its
+        session was forgotten)."""
+        ring = self.ring
+        if ring is None:
+            return SessionWindow.model_validate(_no_sealed_turns(orjson.loads(stored)))
+        return await with_keys(
+            lambda: SessionWindow.model_validate(open_window(orjson.loads(stored), ring))
+        )
+
+    async def window_to_store(self, window: SessionWindow) -> bytes:
+        """A window as the table keeps it: its pending turns sealed when this stage seals."""
+        if not self.seal or self.ring is None:
+            return window.model_dump_json().encode()
+        ring = self.ring
+        return await with_keys(
+            lambda: orjson.dumps(seal_window(window.model_dump(mode="json"), ring))
+        )
+
+
+def window_facts(stored: bytes) -> SessionWindow:
+    """A stored window without its sealed turns' content: for what needs no content (the idle
+    timer, forgetting a user's windows)."""
+    return SessionWindow.model_validate(without_sealed_turns(orjson.loads(stored)))
+
+
+def _no_sealed_turns(payload: dict[str, Any]) -> dict[str, Any]:
+    if has_sealed_turns(payload):
+        raise NoKeyStore("a stored window holds sealed turns and this stage has no key store")
+    return payload
 
 
 NO_KEYS = StageKeys()

@@ -30,6 +30,7 @@ from handlers.window import (
     SessionWindow,
     decide,
     forget_user_windows,
+    forgotten_turns,
     idle_command,
     should_request_idle,
 )
@@ -38,7 +39,7 @@ from streams.dead_letters import dead_letter
 from streams.progress import guard_partitions, is_progress_key
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
-from streams.sealing import NO_KEYS, StageKeys
+from streams.sealing import NO_KEYS, StageKeys, window_facts
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,7 @@ def create_window_app(
             await forget_user(command, record.partition)
             return
         key = command.key.encode()
-        stored = windows.get(key)
-        window = SessionWindow.model_validate_json(stored) if stored else None
+        window = await stored_window(key)
         decision = decide(
             window,
             command,
@@ -114,21 +114,30 @@ def create_window_app(
         if decision.forgotten is not None:
             await send_snapshots_record(decision.forgotten)
             log.info("forgot the open turns of session %s", command.key)
-        windows[key] = decision.window.model_dump_json().encode()
+        windows[key] = await keys.window_to_store(decision.window)
+
+    async def stored_window(key: bytes) -> SessionWindow | None:
+        stored = windows.get(key)
+        if not stored:
+            return None
+        try:
+            return await keys.stored_window(stored)
+        except KeyDestroyed:  # the session was forgotten before this stage read the request
+            return forgotten_turns(window_facts(stored))
 
     async def forget_user(request: UserForgotten, partition: int) -> None:
         """Drop the open turns of the user's sessions on this partition, say so on the
         snapshots topic, then store the windows (a redelivery repeats both, to the same effect)."""
         prefix = f"{request.user_id}|".encode()
-        held = {
-            key: SessionWindow.model_validate_json(stored)
+        held = {  # their open turns are dropped: nothing to open
+            key: window_facts(stored)
             for key, stored in list(windows.items())
             if stored and key.startswith(prefix) and not is_progress_key(key)
         }
         cleared, fact = forget_user_windows(held.values(), request, partition)
         await send_snapshots_record(fact)
         for window in cleared:
-            windows[session_key_bytes(window)] = window.model_dump_json().encode()
+            windows[session_key_bytes(window)] = await keys.window_to_store(window)
         log.info("forgot the open turns of %d sessions of a user", len(cleared))
 
     async def send_snapshots_record(event: SnapshotPromoted | SessionsForgotten) -> None:
@@ -156,7 +165,7 @@ def create_window_app(
         for key, stored in list(windows.items()):
             if not stored or is_progress_key(key):
                 continue
-            window = SessionWindow.model_validate_json(stored)
+            window = window_facts(stored)  # times and numbering: no content needed
             if not should_request_idle(window, now, settings.window, idle_requests.get(key)):
                 continue
             idle_requests[key] = IdleRequest(window.seq, now)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer
 from pymongo import MongoClient
 
 from events.codec import EventDecodeError, decode
@@ -120,10 +121,27 @@ def replayed(pipeline: PipelineHarness) -> Any:
     return target
 
 
-def raw_log(pipeline: PipelineHarness) -> list[Any]:
-    """Every record of the pipeline's four topics, as the broker holds it."""
+def changelogs(pipeline: PipelineHarness) -> list[str]:
+    """The stages' table changelog topics (the window's open turns, the known memories)."""
+
+    async def listed() -> set[str]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=pipeline.settings.kafka.bootstrap_servers)
+        await consumer.start()
+        try:
+            return set(await consumer.topics())
+        finally:
+            await consumer.stop()
+
+    prefix = pipeline.settings.kafka.group_prefix
+    return sorted(t for t in asyncio.run(listed()) if t.startswith(prefix) and "changelog" in t)
+
+
+def raw_log(pipeline: PipelineHarness, *, tables: bool = False) -> list[Any]:
+    """Every record of the pipeline's four topics (and with `tables`, of the stages' changelog
+    topics), as the broker holds it."""
     topics = pipeline.settings.kafka.topics
-    names = (topics.turns, topics.snapshots, topics.memories, topics.dead_letters)
+    names = [topics.turns, topics.snapshots, topics.memories, topics.dead_letters]
+    names += changelogs(pipeline) if tables else []
     servers, partitions = (
         pipeline.settings.kafka.bootstrap_servers,
         pipeline.settings.kafka.partitions,
@@ -173,9 +191,17 @@ def test_the_log_holds_no_plaintext_content_and_forgotten_records_no_longer_open
         "ann",
         ["The user likes green tea.", "The user lives in Lisbon.", "The user works at Stripe."],
     )
-    raw = b"".join(record.value for record in raw_log(pipeline))
+    say(pipeline, "ann", "a3", "I play chess in Lisbon.", flush=False)  # open in the window
+    eventually(
+        lambda: pipeline.db["turns"].count_documents({"session_id": "a3"}),
+        lambda count: count == 1,
+        what="the open turn projected",
+    )
+    assert any("session-windows" in t for t in changelogs(pipeline))
+    assert any("extracted-seqs" in t for t in changelogs(pipeline))
+    raw = b"".join(record.value for record in raw_log(pipeline, tables=True))
     assert b"AES-256-GCM" in raw
-    for word in (b"Stripe", b"Lisbon", b"green tea", b"works at", b"lives in"):
+    for word in (b"Stripe", b"Lisbon", b"green tea", b"works at", b"lives in", b"chess"):
         assert word not in raw, word
     text, forgotten = opened_log(pipeline)
     assert "Stripe" in text and "green tea" in text and forgotten == 0
@@ -187,7 +213,7 @@ def test_the_log_holds_no_plaintext_content_and_forgotten_records_no_longer_open
     text, forgotten = opened_log(pipeline)
     assert "Stripe" not in text, text[text.index("Stripe") - 2000 : text.index("Stripe") + 200]
     assert "Lisbon" in text and forgotten >= 2  # the turn and the snapshot
-    assert b"Stripe" not in b"".join(record.value for record in raw_log(pipeline))
+    assert b"Stripe" not in b"".join(record.value for record in raw_log(pipeline, tables=True))
 
 
 def test_forgetting_a_session_erases_it_everywhere_and_keeps_the_rest(
