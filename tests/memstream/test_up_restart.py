@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from events.codec import decode
 from memstream.client import MemoryClient
 from memstream.config import load_settings
 from memstream.servers.leftovers import RECORD_FILE, _alive
@@ -150,7 +150,8 @@ def turn_ids_in_log(environment: dict[str, str]) -> set[str]:
             settings.kafka.bootstrap_servers, settings.kafka.topics.turns, settings.kafka.partitions
         )
     )
-    return {decode(r.value).event_id for r in records if r.value is not None}
+    # The turns are sealed: their ids are not, and are all this needs.
+    return {orjson.loads(r.value)["event_id"] for r in records if r.value is not None}
 
 
 def children_of(data_dir: Path) -> dict[int, int | None]:

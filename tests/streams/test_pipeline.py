@@ -12,6 +12,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.structs import OffsetAndMetadata
 
+from events.codec import decode
+from events.turns import TurnRecorded
+from handlers.sealed_events import opener
 from memstream.worker import stream_settings
 from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually
@@ -180,10 +183,17 @@ def commit_window_past(pipeline: PipelineHarness, content: str) -> None:
                 batches = await consumer.getmany(timeout_ms=1000)
                 for tp, records in batches.items():
                     for record in records:
-                        if record.value is not None and content.encode() in record.value:
+                        if record.value is not None and opened_content(record.value) == content:
                             return tp, record.offset
         finally:
             await consumer.stop()
+
+    ring = pipeline.key_ring()
+
+    def opened_content(value: bytes) -> str | None:
+        """The turn's content, opened with the pipeline's keys (turns are sealed)."""
+        event = decode(value, opener(ring))
+        return event.content if isinstance(event, TurnRecorded) else None
 
     async def commit(tp: TopicPartition, offset: int) -> None:
         # As a member of the group: Tansu refuses commits from non-members.

@@ -193,7 +193,8 @@ async def produce_raw(
 
 def copy_turns(source: PipelineHarness, target: PipelineHarness) -> int:
     """Copy the source pipeline's whole turns topic into the target's (same partitions, same
-    order, same bytes), creating the target's topics first. Returns the number of records."""
+    order, same bytes), creating the target's topics first, and its data keys (the turns are
+    sealed with them: a log and its key store go together). Returns the number of records."""
     kafka = source.settings.kafka
 
     async def copy() -> int:
@@ -208,4 +209,7 @@ def copy_turns(source: PipelineHarness, target: PipelineHarness) -> int:
         )
         return len(records)
 
+    keys = list(source.db["data_keys"].find())
+    if keys:
+        target.db["data_keys"].insert_many(keys)
     return asyncio.run(copy())

@@ -238,6 +238,7 @@ class FaultRun:
 
     async def _results(self) -> list[tuple[str, bytes]]:
         from events.codec import decode
+        from handlers.sealed_events import opener
 
         kafka = self.target.harness.settings.kafka
         records = await read_topic(
@@ -246,7 +247,7 @@ class FaultRun:
         results: list[tuple[str, bytes]] = []
         for record in records:
             if record.value and b'"SnapshotExtracted"' in record.value:
-                event = decode(record.value)
+                event = decode(record.value, opener(self.target.harness.key_ring()))
                 if isinstance(event, SnapshotExtracted):
                     results.append((event.event_id, record.value))
         return results
