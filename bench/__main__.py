@@ -38,6 +38,7 @@ SUITES: tuple[str, ...] = (
     "footprint",
     "locomo",
     "sealing",
+    "encryption",
 )
 """Suite modules under ``bench.suites``, in the order they run and are reported."""
 

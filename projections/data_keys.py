@@ -154,9 +154,14 @@ class DataKeyStore:
         self._cached: OrderedDict[str, _Cached] = OrderedDict()
         self._current: dict[tuple[KeyScope, str, str | None], str] = {}
         self._destroyed: set[str] = set()
+        self._indexed = False
 
     def ensure_indexes(self) -> None:
+        """Create the collection's index (idempotent). `current` does it once per process
+        before it first looks a key up by its subject: without it, every new session's key
+        creation scans the whole collection (BENCHMARKS.md, "Encryption")."""
         self._keys.create_indexes(INDEXES)
+        self._indexed = True
 
     # ---- reading and creating ------------------------------------------------------------------
 
@@ -167,6 +172,8 @@ class DataKeyStore:
         check_subject(scope, subject)
         if (cached := self._cached_current(scope, owner, subject)) is not None:
             return cached
+        if not self._indexed:
+            self.ensure_indexes()
         for _ in range(_CREATE_ATTEMPTS):
             newest = self._keys.find_one(
                 {"owner": owner, "scope": scope, "subject": subject},

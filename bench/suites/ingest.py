@@ -6,7 +6,8 @@ On each broker, alternating which side runs first from round to round:
 - baseline: aiokafka `send()` of pre-encoded TurnRecorded records (same keys, same bytes), one
   wait for every record of a batch per batch, like the SDK;
 - memstream: `MemoryClient.record()` of the same messages in batches (normalisation, validation,
-  event construction and encoding included).
+  event construction and encoding included), content not sealed (`MEMSTREAM_SEAL_CONTENT=false`:
+  the suite runs no database for the data keys; `python -m bench encryption` prices sealing).
 Reports turns/s for each (median of the rounds) and the ratio memstream/baseline.
 """
 
@@ -90,6 +91,7 @@ async def measure(bootstrap: str, kind: str, turns: int, rounds: int) -> dict[st
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "MEMSTREAM_TOPIC_PREFIX": f"bench-ingest-{uuid.uuid4().hex[:8]}.",
         "MEMSTREAM_CONFIG": "/dev/null",
+        "MEMSTREAM_SEAL_CONTENT": "false",  # no database here; sealing: `bench encryption`
     }
     settings = load_settings(environ=env)
     await ensure_topics(settings.kafka)

@@ -25,6 +25,9 @@ timer notices the quiet session on its next tick and writes a `SessionIdled` com
 turns topic, which the window applies like any record (docs/architecture.md, "Time"), so the
 latency is the timeout, plus up to one check interval, plus the command's and the snapshot's
 trips through the broker. Baseline: the configured timeout; ratio latency/timeout.
+
+The suite runs no database, so content is not sealed (`MEMSTREAM_SEAL_CONTENT=false`: the data
+keys live in MongoDB); `python -m bench encryption` prices sealing.
 """
 
 from __future__ import annotations
@@ -159,6 +162,7 @@ def _environment(bootstrap: str, kind: str, **extra: str) -> dict[str, str]:
         "MEMSTREAM_TOPIC_PREFIX": f"bench-window-{run}.",
         "MEMSTREAM_GROUP_PREFIX": f"bench-window-{run}-",
         "MEMSTREAM_MAX_MESSAGES": str(MAX_MESSAGES),
+        "MEMSTREAM_SEAL_CONTENT": "false",  # no database for the data keys in this suite
         **(TANSU_ENVIRONMENT if kind == "tansu" else KAFKA_ENVIRONMENT),
         **extra,
     }

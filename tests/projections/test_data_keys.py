@@ -321,3 +321,11 @@ def test_a_forget_request_destroys_its_keys_once_and_counts_them_on_the_receipt(
     assert receipt["steps"]["turns"]["keys_destroyed"] == 1
     live = {(r.subject, r.destroyed_at is None) for r in keys.records("u1")}
     assert live == {("s1", False), ("s2", True)}
+
+
+def test_the_store_creates_its_index_before_it_first_looks_a_subject_up(
+    db: Db, clock: Clock
+) -> None:
+    DataKeyStore(db, clock=clock).current("session", "u1", "s1")  # no ensure_indexes call
+    names = {index["name"] for index in db[DATA_KEYS].list_indexes()}
+    assert "owner_scope_subject_generation" in names
