@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from handlers.failures import is_outage
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
 from memstream.client import MemoryNotFound
@@ -75,6 +76,10 @@ def problem(
     )
 
 
+OUTAGE_RETRY_AFTER_SECONDS = 5
+"""What a 503 asks the caller to wait: the pipeline's own retries start at half a second."""
+
+
 def install(app: FastAPI) -> None:
     """Answer every error of `app` as a problem."""
 
@@ -119,6 +124,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
+        if is_outage(exc):  # the broker or MongoDB (the read model, the data keys) is down
+            log.warning("outage on %s: %r", request.url.path, exc)
+            detail = f"a service memstream needs is unavailable ({type(exc).__name__}); retry"
+            headers = {"Retry-After": str(OUTAGE_RETRY_AFTER_SECONDS)}
+            return problem(request, 503, "unavailable", detail, headers=headers)
         log.exception("unexpected error on %s", request.url.path)
         return problem(request, 500, "internal-error", f"{type(exc).__name__}")
 
