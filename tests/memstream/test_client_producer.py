@@ -22,6 +22,7 @@ def settings(broker: Any, mode: str) -> Any:
             "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
             "MEMSTREAM_TOPIC_PREFIX": f"p{uuid.uuid4().hex[:8]}.",
             "MEMSTREAM_IDEMPOTENT_PRODUCER": mode,
+            "MEMSTREAM_SEAL_CONTENT": "false",  # the producer alone: no database for keys
         }
     )
 
