@@ -172,7 +172,11 @@ class UserIndex:
         if vector.shape != (matrix.shape[1],):
             return scores, present
         norm = float(np.linalg.norm(vector)) or 1.0
-        scores[positions] = matrix @ (vector / norm)
+        # Row by row (einsum's own loop, not BLAS): a row's score then depends on that row
+        # alone, so an index updated in place ranks exactly as one rebuilt from the same
+        # memories. BLAS picks kernels by the matrix's shape, and on AVX-512 machines that
+        # changed the last bits of a score, and the order of near-ties, between the two.
+        scores[positions] = np.einsum("ij,j->i", matrix, vector / norm)
         present[positions] = True
         return scores, present
 
