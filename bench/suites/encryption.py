@@ -64,10 +64,11 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from bench.core import BenchContext, Figure, Stopwatch, SuiteResult, alternate, median
+from bench.core import BenchContext, Figure, SuiteResult, alternate, median
 from bench.projection_workload import Workload, generate
 from bench.suites.ingest import BATCH, conversation
 from bench.suites.projection import expected_counts, live, produce, records
+from bench.suites.projection import replayed as replayed_with
 from bench.suites.sealing import TURN_SIZES, TurnSize, turn_of
 from events.codec import AnyEvent, decode, encode
 from events.turns import TurnRecorded
@@ -75,7 +76,7 @@ from handlers.sealed_events import KeyRing, open_payload, opener, seal_payload, 
 from handlers.sealing import DataKey, KeyScope, UnknownKey, data_key_id
 from memstream.client import MemoryClient
 from memstream.config import load_settings
-from memstream.replay import differences, kafka_events, replay
+from memstream.replay import differences
 from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT
 from memstream.topics import ensure_topics
 from projections.data_keys import DATA_KEYS, DataKeyStore, StoreKeyRing
@@ -221,21 +222,8 @@ def log_bytes(log: Log) -> int:
 def replayed(env: dict[str, str], keys_db: Db, target: Db, events: int) -> dict[str, float]:
     """`memstream replay`'s code over the topics of `env` into `target`, opening with a new key
     store over `keys_db` (cold cache)."""
-    settings = load_settings(environ=env)
     ring = StoreKeyRing(DataKeyStore(keys_db, clock=utc_now))
-    with Stopwatch() as reading:
-        read = kafka_events(settings.kafka, keys=ring)
-    if len(read) != events:
-        raise RuntimeError(f"replay read {len(read)} events of {events}")
-    report = replay(iter(read), target, total=len(read), show=False)
-    if report.collisions:
-        raise RuntimeError(f"replay collisions: {report.collisions[:3]}")
-    return {
-        "seconds": reading.seconds + report.seconds,
-        "read_seconds": reading.seconds,
-        "project_seconds": report.seconds,
-        "writes": report.writes,
-    }
+    return replayed_with(env, target, events, keys=ring)
 
 
 def projection(

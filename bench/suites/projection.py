@@ -44,6 +44,7 @@ from memstream.replay import COMPARED, differences, kafka_events, replay
 from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
 from memstream.topics import ensure_topics
 from projections import ensure_indexes
+from projections.data_keys import StoreKeyRing
 from projections.store import MEMORIES, MEMORY_EVENTS, SNAPSHOTS, TURNS
 
 Db = Database[dict[str, Any]]
@@ -168,10 +169,14 @@ def live(
     return {"seconds": seconds, "produce_seconds": produced, "startup_seconds": startup}
 
 
-def replayed(env: dict[str, str], target: Db, events: int) -> dict[str, float]:
+def replayed(
+    env: dict[str, str], target: Db, events: int, keys: StoreKeyRing | None = None
+) -> dict[str, float]:
+    """`memstream replay`'s code over the topics of `env` into `target` (sealed content opened
+    with `keys`)."""
     settings = load_settings(environ=env)
     with Stopwatch() as reading:
-        read = kafka_events(settings.kafka)
+        read = kafka_events(settings.kafka, keys=keys)
     if len(read) != events:
         raise RuntimeError(f"replay read {len(read)} events of {events}")
     report = replay(iter(read), target, total=len(read), show=False)
