@@ -64,6 +64,7 @@ from events.forgetting import (
     SessionsForgotten,
     UserForgotten,
 )
+from handlers.key_erasure import KeysToDestroy
 from projections.memories import count_changes, version_id
 from projections.store import (
     ERASURES,
@@ -333,12 +334,28 @@ def _record_step(
     db.update(ERASURES, {"_id": request_id}, change, upsert=True)
 
 
-def note_destroyed_keys(db: Writes, request_id: str, step: str, count: int) -> None:
-    """Count the data keys a record destroyed on its step of the request's receipt (`$max`:
-    a redelivery destroys nothing more and lowers nothing)."""
+def note_destroyed_keys(
+    db: Writes,
+    plan: KeysToDestroy,
+    event: SessionForgotten | UserForgotten | MemoriesForgotten,
+    count: int,
+) -> None:
+    """Count the data keys `event` destroyed as `keys_destroyed.<step>` on the request's
+    receipt (`$max`: a redelivery destroys nothing more and lowers nothing).
+
+    The keys die before the record's erasure is projected, so this may create the receipt:
+    it then starts with the request's kind and user, as a stage's first step does (decision 6).
+    The count is kept apart from `steps`, which only the erasures write, so a step exists only
+    once its erasure is done."""
+    if isinstance(event, MemoriesForgotten):
+        first = _fact_fields(event)
+    elif isinstance(event, SessionForgotten):
+        first = {"kind": "session", "user_id": event.user_id, "session_id": event.session_id}
+    else:
+        first = {"kind": "user", "user_id": event.user_id}
     db.update(
         ERASURES,
-        {"_id": request_id},
-        {"$max": {f"steps.{step}.keys_destroyed": count}},
+        {"_id": plan.request_id},
+        {"$max": {f"keys_destroyed.{plan.step}": count}, "$setOnInsert": first},
         upsert=True,
     )

@@ -14,7 +14,7 @@ KeyForgetting = SessionForgotten | UserForgotten | MemoriesForgotten
 
 def destroy_forgotten_keys(store: DataKeyStore, db: Writes, event: KeyForgetting) -> int:
     """Destroy the keys `event` names; returns how many live keys this call destroyed (0 on a
-    redelivery), which the receipt keeps as the record's `keys_destroyed`."""
+    redelivery), which the receipt keeps as `keys_destroyed.<step>`."""
     plan = keys_to_destroy(event)
     if plan is None:
         return 0
@@ -29,5 +29,5 @@ def destroy_forgotten_keys(store: DataKeyStore, db: Writes, event: KeyForgetting
             )
         )
     if destroyed:
-        note_destroyed_keys(db, plan.request_id, plan.step, len(destroyed))
+        note_destroyed_keys(db, plan, event, len(destroyed))
     return len(destroyed)

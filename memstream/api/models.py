@@ -148,6 +148,9 @@ class ErasureReceipt(BaseModel):
     steps: dict[str, dict[str, Any]] = Field(default_factory=dict)
     expected_steps: dict[str, int] = Field(default_factory=dict)
     seen_steps: dict[str, int] = Field(default_factory=dict)
+    keys_destroyed: dict[str, int] = Field(
+        default_factory=dict, description="Data keys destroyed (crypto-shredding), per step"
+    )
 
 
 class Erasures(BaseModel):

@@ -82,9 +82,3 @@ def test_requested_by_is_the_acting_principal_else_the_fallback() -> None:
     assert requester(Principal(kind="service_account", id="sa")) == "service_account:sa"
     assert requester(None) == "sdk"
     assert requester(None, "cli:alice") == "cli:alice"
-
-
-def test_a_step_that_so_far_only_counts_destroyed_keys_is_not_seen_yet() -> None:
-    # the projector destroys a record's keys just before it erases what the record names
-    assert steps_seen({"turns": {"keys_destroyed": 1}})["turns"] == 0
-    assert steps_seen({"turns": {"keys_destroyed": 1, "topic": "turns", "at": 1}})["turns"] == 1

@@ -318,9 +318,29 @@ def test_a_forget_request_destroys_its_keys_once_and_counts_them_on_the_receipt(
     assert destroy_forgotten_keys(keys, LiveWrites(db), request) == 1
     assert destroy_forgotten_keys(keys, LiveWrites(db), request) == 0  # a redelivery
     receipt = db["erasures"].find_one({"_id": request.event_id})
-    assert receipt["steps"]["turns"]["keys_destroyed"] == 1
+    assert receipt["keys_destroyed"] == {"turns": 1}
     live = {(r.subject, r.destroyed_at is None) for r in keys.records("u1")}
     assert live == {("s1", False), ("s2", True)}
+
+
+def test_a_receipt_started_by_destroyed_keys_names_its_request_and_is_not_complete(
+    db: Db, clock: Clock
+) -> None:
+    """The keys die before the record's erasure is projected: a reader polling the receipt
+    meanwhile sees whose request it is, and no step yet."""
+    from handlers.erasure_receipts import with_progress
+    from projections.key_erasure import destroy_forgotten_keys
+    from projections.writes import LiveWrites
+    from tests import factories as f
+
+    keys = store(db, clock)
+    keys.current("session", "u1", "s1")
+    request = f.session_forgotten(user_id="u1", session_id="s1", occurred_at=START)
+    destroy_forgotten_keys(keys, LiveWrites(db), request)
+    shown = with_progress(db["erasures"].find_one({"_id": request.event_id}), partitions=1)
+    assert (shown["kind"], shown["user_id"], shown["session_id"]) == ("session", "u1", "s1")
+    assert shown["complete"] is False
+    assert shown["seen_steps"] == {"turns": 0, "snapshots": 0, "memories": 0}
 
 
 def test_the_store_creates_its_index_before_it_first_looks_a_subject_up(
