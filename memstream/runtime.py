@@ -307,11 +307,15 @@ class Pipeline:
         process.start()
         self.wait_ready(timeout, [stage])
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM every worker at once, so they shut down in parallel; SIGKILL those still
+        running `timeout` seconds later. One deadline for all: waiting `timeout` for each in
+        turn would let N slow workers hold `up`'s exit for N times as long."""
         for process in self.processes.values():
-            process.terminate()  # all at once, so they shut down in parallel
+            process.terminate()
+        deadline = time.monotonic() + timeout
         for process in self.processes.values():
-            process.stop()
+            process.stop(max(0.0, deadline - time.monotonic()))
 
 
 def pipeline_stages(settings: Settings) -> list[str]:

@@ -228,6 +228,28 @@ def test_a_stage_that_keeps_crashing_is_given_up_on_and_every_stage_stopped(
     assert time.monotonic() - started < 15
 
 
+STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print(sys.argv[1], sys.argv[2], file=sys.stderr, flush=True)
+time.sleep(60)
+"""
+
+
+def test_stopping_kills_the_workers_that_ignore_sigterm_at_one_shared_deadline(
+    tmp_path: Path,
+) -> None:
+    stages = ["a", "b", "c", "d"]
+    commands = {stage: [sys.executable, "-c", STUBBORN, READY_MARKER, stage] for stage in stages}
+    pipeline = Pipeline(stages, {}, tmp_path / "logs", commands=commands).start()
+    started = time.monotonic()
+    pipeline.stop(timeout=3.0)
+    stopped_after = time.monotonic() - started
+    assert not any(process.running for process in pipeline.processes.values())
+    assert {process.returncode for process in pipeline.processes.values()} == {-9}
+    assert stopped_after < 8.0  # one 3 s deadline for all four, not 3 s for each in turn
+
+
 @contextmanager
 def stand_in_running_pipeline(
     settings: Any, tmp_path: Path, crashes: dict[str, int]

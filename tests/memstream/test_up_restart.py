@@ -87,7 +87,9 @@ def memstream_up(
     }
     for variable in ("KAFKA_BOOTSTRAP_SERVERS", "MONGODB_URI", "MONGODB_DATABASE"):
         environment.pop(variable, None)
-    command = [sys.executable, "-m", "memstream", "up", *(["--ephemeral"] if ephemeral else [])]
+    # -v: the log then times each server and worker stopped, should a stop ever be slow
+    command = [sys.executable, "-m", "memstream", "-v", "up"]
+    command += ["--ephemeral"] if ephemeral else []
     command += arguments
     with log.open("ab") as output:
         up = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=output, env=environment)
@@ -108,7 +110,14 @@ def memstream_up(
     finally:
         if up.poll() is None:
             up.send_signal(stop)
-        up.wait(120)
+        try:
+            up.wait(120)
+        except subprocess.TimeoutExpired:
+            up.kill()  # its servers and workers die with it
+            up.wait()
+            raise AssertionError(
+                f"memstream up did not exit within 120 s of {stop.name}:\n{log.read_text()[-4000:]}"
+            ) from None
 
 
 def record(environment: dict[str, str], content: str, *, flush: bool) -> list[str]:
