@@ -81,7 +81,7 @@ from streams.app import faust_app, raw_table, raw_topic
 from streams.dead_letters import dead_letter
 from streams.faults import fault_point
 from streams.log_reader import KafkaLogReader
-from streams.memory_state import KnownMemories
+from streams.memory_state import KnownMemories, StoredMemories
 from streams.own_results import OwnResults, written_key
 from streams.progress import guard_partitions
 from streams.records import InputRecord
@@ -175,8 +175,9 @@ def create_extraction_app(
             answers.extend(given)
             return answer
 
-        await keys.load(known_memories.key_ids(source.user_id))
-        known = await with_keys(lambda: known_memories.of(source.user_id, source.agent_id))
+        stored = known_memories.stored(source.user_id)
+        await keys.load(stored.key_ids)
+        known = await with_keys(lambda: stored.opened(source.agent_id))
         result = await reconcile(
             memory_type,
             news,
@@ -278,11 +279,13 @@ def create_extraction_app(
         return result
 
     async def remember(result: ResultRecord) -> None:
-        await keys.load(known_memories.key_ids(result.user_id))
-        await with_keys(lambda: _remember(result))
+        stored = known_memories.stored(result.user_id)
+        await keys.load(stored.key_ids)
+        await with_keys(lambda: _remember(result, stored))
 
-    def _remember(result: ResultRecord) -> None:  # repeated whole if a key is missing
-        before = known_memories.of(result.user_id, result.agent_id)
+    def _remember(result: ResultRecord, stored: StoredMemories) -> None:
+        # Repeated whole if a key is missing: it opens and writes the same again.
+        before = stored.opened(result.agent_id)
         known_memories.store(result.user_id, before, evolve(before, result.decisions))
 
     async def apply(record: InputRecord) -> None:

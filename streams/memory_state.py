@@ -18,6 +18,7 @@ partition that carries the user's snapshots):
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -55,8 +56,8 @@ class KnownMemories:
     With `keys`, a memory's content and vector are stored sealed with the memory's key
     (`handlers.sealed_events.seal_known_memory`; `seal` says whether to seal what is stored,
     and sealed values are opened whatever it says). Forgetting and expiry read what they need
-    without opening anything (`KnownMemoryFacts`); reconciliation opens the user's memories
-    (`of`), whose keys the stage loads first (`key_ids`), and passes over a memory whose key
+    without opening anything (`KnownMemoryFacts`); reconciliation parses the user's memories
+    once (`stored`), loads their keys, opens them, and passes over a memory whose key
     was destroyed: it is being forgotten."""
 
     def __init__(
@@ -70,25 +71,18 @@ class KnownMemories:
         self._keys = keys
         self._seal = seal and keys is not None
 
+    def stored(self, user_id: str) -> StoredMemories:
+        """The user's stored memories, parsed once: load `key_ids`, then open them (`opened`)."""
+        payloads = []
+        for memory_id in self._ids(user_id):
+            stored = self._table.get(_memory_key(user_id, memory_id))
+            if stored:
+                payloads.append(orjson.loads(stored))
+        return StoredMemories(payloads, opener_of_known(self._keys))
+
     def of(self, user_id: str, agent_id: str | None) -> dict[str, KnownMemory]:
         """The user's current memories in the scope of `agent_id` (None: no agent)."""
-        memories: dict[str, KnownMemory] = {}
-        for memory_id in self._ids(user_id):
-            stored = self._table.get(_memory_key(user_id, memory_id))
-            if stored:
-                memory = self._opened(stored)
-                if memory is not None and memory.agent_id == agent_id:
-                    memories[memory_id] = memory
-        return memories
-
-    def key_ids(self, user_id: str) -> set[str]:
-        """The data keys the user's stored memories are sealed with (to load them at once)."""
-        found: set[str] = set()
-        for memory_id in self._ids(user_id):
-            stored = self._table.get(_memory_key(user_id, memory_id))
-            if stored:
-                found |= sealed_key_ids(orjson.loads(stored))
-        return found
+        return self.stored(user_id).opened(agent_id)
 
     def expiring(self) -> list[KnownMemoryFacts]:
         """The memories this worker holds (its partitions' users) whose current version has an
@@ -143,13 +137,6 @@ class KnownMemories:
             payload = seal_known_memory(payload, self._keys)
         return orjson.dumps(payload)
 
-    def _opened(self, stored: bytes) -> KnownMemory | None:
-        payload = orjson.loads(stored)
-        try:
-            return KnownMemory.model_validate(opener_of_known(self._keys)(payload))
-        except KeyDestroyed:
-            return None  # its key is gone: the memory is being forgotten
-
     def _ids(self, user_id: str) -> list[str]:
         stored = self._table.get(_index_key(user_id))
         return list(orjson.loads(stored)) if stored else []
@@ -157,6 +144,33 @@ class KnownMemories:
     def _recent_saves(self, user_id: str) -> list[str]:
         stored = self._table.get(_saves_key(user_id))
         return list(orjson.loads(stored)) if stored else []
+
+
+@dataclass(frozen=True)
+class StoredMemories:
+    """A user's stored memories as parsed from the table, not opened yet."""
+
+    payloads: list[dict[str, Any]]
+    opener: Callable[[dict[str, Any]], dict[str, Any]]
+
+    @property
+    def key_ids(self) -> set[str]:
+        """The data keys they are sealed with (to load them with one query)."""
+        return set().union(*(sealed_key_ids(payload) for payload in self.payloads))
+
+    def opened(self, agent_id: str | None) -> dict[str, KnownMemory]:
+        """Those in the scope of `agent_id`, opened; a memory whose key was destroyed is passed
+        over (it is being forgotten). Opening works in place and an opened value stays open, so
+        a call repeated after a key was fetched (`with_keys`) redoes only what is left."""
+        memories: dict[str, KnownMemory] = {}
+        for payload in self.payloads:
+            try:
+                memory = KnownMemory.model_validate(self.opener(payload))
+            except KeyDestroyed:
+                continue
+            if memory.agent_id == agent_id:
+                memories[memory.memory_id] = memory
+        return memories
 
 
 def opener_of_known(keys: KeyRing | None) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -40,7 +40,7 @@ def test_stored_memories_are_sealed_and_open_for_reconciliation() -> None:
     added = f.memory_added(memory_id="a", content=f.content(text="The user works at Stripe."))
     memories.store("u1", {}, evolve({}, [added]))
     assert b"Stripe" not in b"".join(v for v in table.values() if v)
-    assert memories.key_ids("u1") == {data_key_id("memory", "u1", "a", 1)}
+    assert memories.stored("u1").key_ids == {data_key_id("memory", "u1", "a", 1)}
     (known,) = memories.of("u1", None).values()
     assert known.content.text == "The user works at Stripe." and known.embedding == added.embedding
     assert [m.memory_id for m in memories.all_of("u1")] == ["a"]  # no key needed
