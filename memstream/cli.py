@@ -115,14 +115,19 @@ def _refuse_if_unready(settings: Settings) -> int | None:
     return None
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM stops `up`/`demo` like Ctrl-C, so child servers and workers are shut down too."""
+def _stop_on_signals() -> None:
+    """SIGINT (Ctrl-C) and SIGTERM stop `up`/`demo` cleanly: child servers and workers too.
+
+    SIGINT is set explicitly, as servers do: a shell without job control starts background
+    commands with SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so
+    `memstream up &` in a script (or under `nohup`) ignored `kill -INT` for good."""
 
     def interrupt(signum: int, frame: object) -> None:
         # Once: a second SIGTERM must not cut the shutdown short (SIGKILL still does).
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupt)
 
 
@@ -133,7 +138,7 @@ def _up(args: argparse.Namespace) -> int:
     from memstream.servers.process import observe_children
     from memstream.supervisor import Supervisor
 
-    _stop_on_sigterm()
+    _stop_on_signals()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused
@@ -226,7 +231,7 @@ def _demo(args: argparse.Namespace) -> int:
     from memstream.runtime import StageFailed, running_pipeline
     from memstream.supervisor import FAIL_FAST, Supervisor
 
-    _stop_on_sigterm()
+    _stop_on_signals()
     settings = _settings()
     if (refused := _refuse_if_unready(settings)) is not None:
         return refused

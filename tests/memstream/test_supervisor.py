@@ -270,7 +270,7 @@ def test_up_exits_1_naming_the_stage_that_keeps_crashing_and_its_log_tail(
     )
     monkeypatch.setattr(supervisor, "RestartPolicy", lambda: QUICK)
     monkeypatch.setattr(cli, "_refuse_if_unready", lambda settings: None)
-    monkeypatch.setattr(cli, "_stop_on_sigterm", lambda: None)  # not in the test process
+    monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)  # not in the test process
     monkeypatch.chdir(tmp_path)
 
     assert cli.main(["up"]) == 1

@@ -92,7 +92,14 @@ def memstream_up(
     command += ["--ephemeral"] if ephemeral else []
     command += arguments
     with log.open("ab") as output:
-        up = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=output, env=environment)
+        # Started as a script's background job is (SIGINT ignored): `up` must still stop on it.
+        up = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=output,
+            env=environment,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
     printed: dict[str, str] = {}
     lines: list[str] = []
     try:
