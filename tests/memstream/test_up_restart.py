@@ -92,7 +92,7 @@ def memstream_up(
     command += ["--ephemeral"] if ephemeral else []
     command += arguments
     with log.open("ab") as output:
-        # Started as a script's background job is (SIGINT ignored): `up` must still stop on it.
+        # As a script's background job starts it (SIGINT ignored): `up` must still stop on it.
         up = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
