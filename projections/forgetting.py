@@ -276,6 +276,13 @@ def _receive_request(
     db: Writes, request: MemoryForgotten | SessionForgotten | UserForgotten | MemoryExpired
 ) -> None:
     """Write the request's fields on its receipt (the same in every copy of the request)."""
+    db.update(ERASURES, {"_id": request.event_id}, {"$set": _request_fields(request)}, upsert=True)
+
+
+def _request_fields(
+    request: MemoryForgotten | SessionForgotten | UserForgotten | MemoryExpired,
+) -> dict[str, Any]:
+    """Who asked what, and why: a request's fields on its receipt."""
     if isinstance(request, MemoryExpired):
         requested_by, reason = EXPIRY_REQUESTER, f"expired at {request.expires_at.isoformat()}"
     else:
@@ -294,7 +301,7 @@ def _receive_request(
         fields.update(kind="session", session_id=request.session_id)
     else:
         fields.update(kind="user")
-    db.update(ERASURES, {"_id": request.event_id}, {"$set": fields}, upsert=True)
+    return fields
 
 
 def _fact_fields(fact: SessionsForgotten | MemoriesForgotten) -> dict[str, Any]:
@@ -343,16 +350,12 @@ def note_destroyed_keys(
     """Count the data keys `event` destroyed as `keys_destroyed.<step>` on the request's
     receipt (`$max`: a redelivery destroys nothing more and lowers nothing).
 
-    The keys die before the record's erasure is projected, so this may create the receipt:
-    it then starts with the request's kind and user, as a stage's first step does (decision 6).
-    The count is kept apart from `steps`, which only the erasures write, so a step exists only
-    once its erasure is done."""
-    if isinstance(event, MemoriesForgotten):
-        first = _fact_fields(event)
-    elif isinstance(event, SessionForgotten):
-        first = {"kind": "session", "user_id": event.user_id, "session_id": event.session_id}
-    else:
-        first = {"kind": "user", "user_id": event.user_id}
+    The keys die before the record's erasure is projected, so this may create the receipt: it
+    then starts with what the record knows of the request (a request's own fields; a stage's
+    fact's kind and user, as the fact's first step does: decision 6). The count is kept apart
+    from `steps`, which only the erasures write, so a step exists only once its erasure is
+    done."""
+    first = _fact_fields(event) if isinstance(event, MemoriesForgotten) else _request_fields(event)
     db.update(
         ERASURES,
         {"_id": plan.request_id},

@@ -80,10 +80,6 @@ class KnownMemories:
                 payloads.append(orjson.loads(stored))
         return StoredMemories(payloads, opener_of_known(self._keys))
 
-    def of(self, user_id: str, agent_id: str | None) -> dict[str, KnownMemory]:
-        """The user's current memories in the scope of `agent_id` (None: no agent)."""
-        return self.stored(user_id).opened(agent_id)
-
     def expiring(self) -> list[KnownMemoryFacts]:
         """The memories this worker holds (its partitions' users) whose current version has an
         expiry, for the expiry timer. A memory stored as never expiring is passed over without

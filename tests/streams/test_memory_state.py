@@ -41,7 +41,7 @@ def test_stored_memories_are_sealed_and_open_for_reconciliation() -> None:
     memories.store("u1", {}, evolve({}, [added]))
     assert b"Stripe" not in b"".join(v for v in table.values() if v)
     assert memories.stored("u1").key_ids == {data_key_id("memory", "u1", "a", 1)}
-    (known,) = memories.of("u1", None).values()
+    (known,) = memories.stored("u1").opened(None).values()
     assert known.content.text == "The user works at Stripe." and known.embedding == added.embedding
     assert [m.memory_id for m in memories.all_of("u1")] == ["a"]  # no key needed
 
@@ -51,7 +51,7 @@ def test_a_memory_whose_key_was_destroyed_is_passed_over() -> None:
     memories = KnownMemories({}, ring, seal=True)
     memories.store("u1", {}, evolve({}, [f.memory_added(memory_id="a")]))
     ring.destroy("memory", "u1", "a")
-    assert memories.of("u1", None) == {}
+    assert memories.stored("u1").opened(None) == {}
 
 
 def test_a_stage_without_keys_waits_on_sealed_memories_rather_than_losing_them() -> None:
@@ -60,4 +60,4 @@ def test_a_stage_without_keys_waits_on_sealed_memories_rather_than_losing_them()
         "u1", {}, evolve({}, [f.memory_added(memory_id="a")])
     )
     with pytest.raises(NoKeyStore):
-        KnownMemories(table).of("u1", None)
+        KnownMemories(table).stored("u1").opened(None)
