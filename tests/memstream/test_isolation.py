@@ -201,7 +201,7 @@ def test_reconciliation_never_considers_another_users_memories() -> None:
             texts = [f"The user likes {first}.", f"The user likes {first} and {second}."]
             # a near-duplicate (REINFORCE by rule) and a similar one (shown to the LLM)
             news = [NewMemory(f.content(text=t), tuple(embedder.embed([t])[0])) for t in texts]
-            for known in (state.of(user, agent).values(), everyone):
+            for known in (state.stored(user).opened(agent).values(), everyone):
                 result = asyncio.run(
                     reconcile(
                         "semantic",
