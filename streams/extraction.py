@@ -87,6 +87,7 @@ from streams.progress import guard_partitions
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
 from streams.sealing import NO_KEYS, StageKeys
+from streams.sending import sent_by_key, sent_to
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -272,7 +273,7 @@ def create_extraction_app(
             return result
         result = await decide()
         record_bytes = await keys.encode(result)
-        send = partial(_sent, memories, result.key.encode(), record_bytes, record.partition)
+        send = partial(sent_to, memories, result.key.encode(), record_bytes, record.partition)
         offset = await through_outages(send, f"sending result {result.event_id}")
         fault_point("extraction.after_result_sent")
         progress[written_key(record.partition)] = str(offset).encode()
@@ -351,7 +352,7 @@ def create_extraction_app(
             return
         ids = memories_to_forget(request, known_memories.all_of(request.user_id))
         fact = memories_forgotten(request, memory_type, ids)
-        send = partial(_sent, memories, fact.key.encode(), encode(fact), partition)
+        send = partial(sent_to, memories, fact.key.encode(), encode(fact), partition)
         await through_outages(send, f"sending {fact.event_type} {fact.event_id}")
         known_memories.forget(request.user_id, ids)
         log.info("%s: forgot %d memories (%s request)", stage, len(ids), fact.scope)
@@ -371,7 +372,7 @@ def create_extraction_app(
             for command in due:
                 if command.event_id in expiries_sent:
                     continue
-                send = partial(_sent_keyed, snapshots, command.key.encode(), encode(command))
+                send = partial(sent_by_key, snapshots, command.key.encode(), encode(command))
                 await through_outages(send, f"sending {command.event_type} {command.event_id}")
                 expiries_sent.add(command.event_id)
         except Exception:  # the timer must survive whatever one scan ran into
@@ -402,14 +403,3 @@ def _readable_events(records: Sequence[InputRecord]) -> list[SnapshotsTopicEvent
 def _redriven_key(redrive: Redrive) -> bytes:
     """The progress-table key marking a redrive as applied."""
     return f"redriven:{redrive.redrive_id}".encode()
-
-
-async def _sent_keyed(topic: faust.TopicT, key: bytes, value: bytes) -> None:
-    """Send one record to the partition of its key and wait for the broker's ack."""
-    await (await topic.send(key=key, value=value, force=True))
-
-
-async def _sent(topic: faust.TopicT, key: bytes, value: bytes, partition: int) -> int:
-    """Send one record to `partition`, wait for the broker's ack, return its offset."""
-    metadata = await (await topic.send(key=key, value=value, partition=partition, force=True))
-    return int(metadata.offset)

@@ -40,6 +40,7 @@ from streams.progress import guard_partitions, is_progress_key
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
 from streams.sealing import NO_KEYS, StageKeys, window_facts
+from streams.sending import sent_by_key
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def create_window_app(
 
     async def send_snapshots_record(event: SnapshotPromoted | SessionsForgotten) -> None:
         what = "snapshot" if isinstance(event, SnapshotPromoted) else event.event_type
-        send = partial(_sent, snapshots, event.key.encode(), await keys.encode(event))
+        send = partial(sent_by_key, snapshots, event.key.encode(), await keys.encode(event))
         await through_outages(send, f"sending {what} {event.event_id}")
 
     @app.agent(turns, concurrency=1)
@@ -177,8 +178,3 @@ def create_window_app(
 
 def session_key_bytes(window: SessionWindow) -> bytes:
     return session_key(window.user_id, window.session_id).encode()
-
-
-async def _sent(topic: faust.TopicT, key: bytes, value: bytes) -> None:
-    """Send one record and wait for the broker's acknowledgement."""
-    await (await topic.send(key=key, value=value, force=True))
