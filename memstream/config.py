@@ -13,6 +13,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
 | MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
+| MEMSTREAM_DEDUP_HORIZON | window.dedup_horizon_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
 | MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
@@ -47,7 +48,11 @@ from events.memories import MEMORY_TYPES, MemoryType
 from events.topics import Topics
 from events.turns import MAX_CONTENT_CHARS
 from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_MEMORIES
-from handlers.window import DEFAULT_MAX_SNAPSHOT_BYTES, SNAPSHOT_ENVELOPE_BYTES
+from handlers.window import (
+    DEFAULT_DEDUP_HORIZON,
+    DEFAULT_MAX_SNAPSHOT_BYTES,
+    SNAPSHOT_ENVELOPE_BYTES,
+)
 
 
 class ConfigError(ValueError):
@@ -120,6 +125,11 @@ class WindowSettings(_Section):
     max_messages: int = Field(default=20, ge=1, le=1_000)
     idle_timeout_seconds: float = Field(default=300.0, gt=0)
     idle_check_interval_seconds: float = Field(default=5.0, gt=0)
+    dedup_horizon_seconds: float = Field(
+        default=DEFAULT_DEDUP_HORIZON.total_seconds(), ge=1, le=30 * 24 * 3600
+    )
+    """How long a quiet session's window (nothing pending) is kept after its latest turn, to
+    recognise re-sent turns; then it is retired (`handlers.window.DEFAULT_DEDUP_HORIZON`)."""
     max_snapshot_bytes: int = Field(
         default=DEFAULT_MAX_SNAPSHOT_BYTES,
         ge=10_000,
@@ -270,6 +280,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_MAX_MESSAGES": ("window", "max_messages"),
     "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
     "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
+    "MEMSTREAM_DEDUP_HORIZON": ("window", "dedup_horizon_seconds"),
     "MEMSTREAM_MAX_SNAPSHOT_BYTES": ("window", "max_snapshot_bytes"),
     "MEMSTREAM_MAX_TURN_CHARS": ("limits", "max_turn_chars"),
     "MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION": ("limits", "max_memories_per_extraction"),

@@ -83,7 +83,7 @@ from streams.faults import fault_point
 from streams.log_reader import KafkaLogReader
 from streams.memory_state import KnownMemories, StoredMemories
 from streams.own_results import OwnResults, written_key
-from streams.progress import guard_partitions
+from streams.progress import TableProgress, guard_partitions
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
 from streams.sealing import NO_KEYS, StageKeys
@@ -123,9 +123,10 @@ def create_extraction_app(
     memories = raw_topic(app, settings.topics.memories, settings)
     dead_letters = raw_topic(app, settings.topics.dead_letters, settings)
     progress = raw_table(app, "extracted-seqs", settings)
+    progress_store = TableProgress(progress)
     guard = guard_partitions(
         app,
-        progress,
+        progress_store,
         bootstrap_servers=settings.bootstrap_servers,
         stage=stage,
         topics=[settings.topics.snapshots],
@@ -383,8 +384,11 @@ def create_extraction_app(
     @app.agent(snapshots, concurrency=1)
     async def extract_memories(stream: faust.StreamT[bytes]) -> None:
         applied = apply_or_dead_letter(apply, dead_letters, stage=stage, clock=clock)
-        async for event in stream.events():
-            await guard.apply_in_order(event, applied)
+
+        async for event in stream.events():  # interim: one record at a time
+            for record in await guard.admitted([InputRecord.from_event(event)]):
+                await applied(record)
+                await progress_store.store({record.tp: record.offset})
 
     return app
 

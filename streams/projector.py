@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import faust
+from faust.types import TP
 from pymongo.database import Database
 
 from events.codec import AnyEvent, decode
@@ -27,16 +29,55 @@ from handlers.sealing import KeyDestroyed
 from projections import LiveWrites, ensure_indexes, project
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
 from projections.key_erasure import destroy_forgotten_keys
+from projections.progress import projected_offsets, store_progress
 from streams.app import faust_app, raw_table
+from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter_record
 from streams.faults import fault_point
-from streams.progress import guard_partitions
+from streams.progress import TableProgress, guard_partitions, highest_offsets
 from streams.records import InputRecord
 from streams.retrying import through_outages
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 STAGE = "projector"
+BATCH_RECORDS = 500
+BATCH_SECONDS = 0.05
+
+
+class ReadModelProgress:
+    """The projector's progress, kept in the read model (`projections.progress`) and cached;
+    a partition the read model has no progress for falls back to what the projector's table
+    recorded before progress moved to the read model (`fallback`)."""
+
+    def __init__(self, db: Database[dict[str, Any]], fallback: TableProgress) -> None:
+        self._db = db
+        self._fallback = fallback
+        self._known: dict[TP, int | None] = {}
+
+    async def last_applied(self, tp: TP) -> int | None:
+        if tp not in self._known:
+            found = await through_outages(
+                partial(asyncio.to_thread, projected_offsets, self._db, tp.topic, [tp.partition]),
+                f"reading the projector's progress on {tp.topic}[{tp.partition}]",
+            )
+            offset = found[tp.partition]
+            if offset is None:
+                offset = await self._fallback.last_applied(tp)
+            self._known[tp] = offset
+        return self._known[tp]
+
+    async def store(self, offsets: Mapping[TP, int]) -> None:
+        by_partition = {(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
+        await through_outages(
+            partial(asyncio.to_thread, store_progress, self._db, by_partition),
+            "storing the projector's progress",
+        )
+        self._known.update(offsets)
+
+    def forget(self) -> None:
+        """After a rebalance another projector may have moved a partition on: read again."""
+        self._known.clear()
 
 
 def create_projector_app(
@@ -52,13 +93,14 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
-    applied_offsets = raw_table(app, "applied-offsets", settings)
+    applied_offsets = raw_table(app, "applied-offsets", settings)  # progress before 0.3
+    progress = ReadModelProgress(db, TableProgress(applied_offsets))
     key_store = DataKeyStore(db, clock=clock)
     ring = StoreKeyRing(key_store)
     writes = LiveWrites(db)
     guard = guard_partitions(
         app,
-        applied_offsets,
+        progress,
         bootstrap_servers=settings.bootstrap_servers,
         stage=STAGE,
         topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
@@ -123,9 +165,19 @@ def create_projector_app(
                 partial(asyncio.to_thread, project, db, dead), f"dead-lettering {record.position}"
             )
 
+    async def apply_batch(records: Sequence[InputRecord]) -> None:
+        for record in records:
+            await apply(record)
+        await progress.store(highest_offsets(records))
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def forget_progress(sender: faust.App, revoked: Any, **_: Any) -> None:
+        progress.forget()
+
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            await guard.apply_in_order(event, apply)
+        await apply_batches(
+            stream, guard, apply_batch, max_records=BATCH_RECORDS, within=BATCH_SECONDS
+        )
 
     return app
