@@ -37,7 +37,7 @@ from memstream.servers import (
 )
 from memstream.servers.kafka_lock import KAFKA_VERSION
 from memstream.servers.process import ChildProcess
-from memstream.topics import ensure_topics
+from memstream.topics import ensure_topics, topic_partitions
 from memstream.worker import READY_MARKER
 
 log = logging.getLogger(__name__)
@@ -344,7 +344,10 @@ def running_pipeline(
     ):
         environment = {**infra.environment, **llm_environment}
         settings = configured(settings, environment)
-        prepare_topics(settings)
+        partitions = topic_partitions(settings.kafka, prepare_topics(settings))
+        if partitions != settings.kafka.partitions:  # topics made before, with another count
+            environment["MEMSTREAM_PARTITIONS"] = str(partitions)
+            settings = configured(settings, environment)
         stages = pipeline_stages(settings)
         print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
         with Pipeline(stages, environment, log_dir) as pipeline:

@@ -51,6 +51,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
         producer_max_batch_size=kafka.producer_max_batch_size,
         producer_request_timeout_seconds=kafka.producer_request_timeout_seconds,
         llm_attempts=settings.llm.max_attempts,
+        llm_max_in_flight=settings.llm.max_in_flight,
         extraction_limits=ExtractionLimits(
             max_memories=settings.limits.max_memories_per_extraction,
             max_answer_bytes=settings.limits.max_llm_answer_bytes,
@@ -97,7 +98,9 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
         from memstream.providers import chat_model, embedder
-        from streams.extraction import MemoryModels, create_extraction_app
+        from projections.known_memories import StageReadModel
+        from streams.extraction import create_extraction_app
+        from streams.models import MemoryModels
 
         reconcile = settings.memory.reconcile
         models = MemoryModels(
@@ -112,9 +115,12 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         )
         enabled = memory_type in settings.memory.extraction.enabled
         extractor = extractor_for(memory_type) if enabled else None
+        if not settings.mongodb.uri:
+            raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
         keys = stage_keys(settings, clock)
+        read_model = StageReadModel(_database(settings), settings.kafka.topics.memories)
         return create_extraction_app(
-            streams, memory_type, extractor, models, clock=clock, keys=keys
+            streams, memory_type, extractor, models, read_model, clock=clock, keys=keys
         )
     raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
 
@@ -144,9 +150,23 @@ def stage_keys(settings: Settings, clock: Clock) -> StageKeys:
     return StageKeys(StoreKeyRing(store), seal=settings.memory.seal_content)
 
 
+def with_topics(settings: Settings) -> Settings:
+    """Create the pipeline's topics if they are missing (a worker may be the first to start, on
+    any machine), and take the partition count they have (`memstream.topics`)."""
+    import asyncio
+
+    from memstream.topics import ensure_topics, topic_partitions
+
+    partitions = topic_partitions(settings.kafka, asyncio.run(ensure_topics(settings.kafka)))
+    if partitions == settings.kafka.partitions:
+        return settings
+    kafka = settings.kafka.model_copy(update={"partitions": partitions})
+    return settings.model_copy(update={"kafka": kafka})
+
+
 def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     """Run one stage until SIGTERM/SIGINT; prints a ready marker once partitions are assigned."""
-    app = build_stage(settings, stage)
+    app = build_stage(with_topics(settings), stage)
     announced = False
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]

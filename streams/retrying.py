@@ -56,11 +56,35 @@ def _log_outage(what: str) -> Callable[[RetryCallState], None]:
     return before_sleep
 
 
+MAX_RETRY_AFTER_SECONDS = 300.0
+"""The longest a provider's `Retry-After` is honoured (a longer one is a broken header)."""
+
+
+class _BackoffOrRetryAfter:
+    """Exponential back-off with jitter, but never sooner than the `Retry-After` the failure
+    carries (`ProviderUnavailable.retry_after`: an LLM or embeddings endpoint rate-limiting
+    us with HTTP 429): retrying earlier would only be refused again."""
+
+    def __init__(self) -> None:
+        self._backoff = wait_exponential_jitter(
+            multiplier=INITIAL_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS
+        )
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = float(self._backoff(state))
+        failure = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(failure, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after > 0:
+            return max(delay, min(float(retry_after), MAX_RETRY_AFTER_SECONDS))
+        return delay
+
+
 def outage_policy(what: str) -> AsyncRetrying:
-    """Retry while the failure is an outage, forever, with back-off; raise anything else."""
+    """Retry while the failure is an outage, forever, with back-off (at least what a provider
+    asked for with `Retry-After`); raise anything else."""
     return AsyncRetrying(
         retry=retry_if_exception(_outage),
-        wait=wait_exponential_jitter(multiplier=INITIAL_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS),
+        wait=_BackoffOrRetryAfter(),
         stop=stop_never,
         before_sleep=_log_outage(what),
         reraise=True,
