@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 import faust
-from faust.types import TP
 
 from events.forgetting import MemoryExpired, MemoryForgotten, SessionsForgotten, UserForgotten
 from events.memories import MemoryEvent, MemoryType, Provenance
@@ -55,22 +55,21 @@ from handlers.forgetting import (
     StageForgetInput,
     applies_to_type,
     forget_again,
-    forget_ahead,
     forgotten_fact_id,
     memories_forgotten,
     memories_to_forget,
 )
-from handlers.inputs import InvalidRecord, ResultRecord, SnapshotsTopicEvent, read_snapshots_record
+from handlers.inputs import InvalidRecord, ResultRecord, read_snapshots_record
 from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
 from handlers.reconcile import Answer, KnownMemory, NewMemory, Option, Source, reconcile
-from handlers.sealed_events import NoKeyStore
 from handlers.sealing import KeyDestroyed
 from streams.app import faust_app, raw_table, raw_topic
 from streams.consuming import ConcurrentRecords
 from streams.dead_letters import dead_letter
 from streams.expiry_timer import ExpiryTimer
 from streams.faults import fault_point
+from streams.forget_lookahead import forgotten_ahead
 from streams.log_reader import KafkaLogReader
 from streams.models import BatchedEmbedder, BoundedChat, MemoryModels
 from streams.own_decisions import OwnDecisions
@@ -82,11 +81,6 @@ from streams.sending import sent_to
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
-FORGET_LOOKAHEAD = 200
-"""How many later records of its partition a stage reads, before and after asking the LLM about
-a snapshot, for a forget of the snapshot's session (docs/architecture.md, "Forgetting")."""
-
-__all__ = ["FORGET_LOOKAHEAD", "MemoryModels", "create_extraction_app"]
 
 
 class ExtractionStage:
@@ -233,7 +227,7 @@ class ExtractionStage:
         result is written, gets a result without decisions."""
         what = f"{self.name} of snapshot {snapshot.event_id}"
         unasked = ExtractionOutcome((), 0)
-        if (request := await self._forgotten_ahead(record, snapshot)) is not None:
+        if (request := await forgotten_ahead(self.log_reader, record, snapshot)) is not None:
             log.info("%s: not extracted, its session is forgotten (%s)", what, request)
             return extraction_record(snapshot, self.memory_type, unasked, [], usage_of([]))
         try:
@@ -259,7 +253,10 @@ class ExtractionStage:
             failed = ExtractionOutcome((), 0, failure=f"extraction failed: {exc!r}")
             outcome, decisions, asked = failed, [], []
         usage = usage_of([*outcome.answers, *asked])
-        if decisions and (request := await self._forgotten_ahead(record, snapshot)) is not None:
+        if (
+            decisions
+            and (request := await forgotten_ahead(self.log_reader, record, snapshot)) is not None
+        ):
             log.info(
                 "%s: decisions dropped, its session was forgotten meanwhile (%s)", what, request
             )
@@ -336,13 +333,6 @@ class ExtractionStage:
     async def _embedded(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         return [rounded(vector) for vector in await self.embedder.embed(texts)]
 
-    async def _forgotten_ahead(self, record: InputRecord, snapshot: SnapshotPromoted) -> str | None:
-        """A forget of the snapshot's session already written after it, if any (a look ahead
-        of `FORGET_LOOKAHEAD` records in its partition)."""
-        tp = TP(record.topic, record.partition)
-        later = await self.log_reader.read_ahead(tp, record.offset + 1, FORGET_LOOKAHEAD)
-        return forget_ahead(snapshot, _readable_events(later))
-
     def _provenance(self, prompt_version: str | None) -> Provenance:
         return Provenance(
             prompt_version=prompt_version,
@@ -380,6 +370,17 @@ def create_extraction_app(
     )
     expiries = ExpiryTimer(memory_type, read_model, stage.snapshots, settings, clock)
 
+    @app.task  # type: ignore[untyped-decorator]
+    async def threads_for_records_in_flight() -> None:
+        """Reads of the read model, key lookups and embeddings run in threads: the default
+        pool (a few threads on a small machine) would queue the records in flight behind it."""
+        workers = settings.records_in_flight + 4
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=workers))
+
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]
+    async def close_log_reader(sender: faust.App, **_: Any) -> None:
+        await stage.log_reader.close()
+
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def stop_revoked(sender: faust.App, revoked: Any, **_: Any) -> None:
         await stage.records.on_revoked(app, revoked)
@@ -394,14 +395,3 @@ def create_extraction_app(
         await stage.records.consume(stream, stage.applied)
 
     return app
-
-
-def _readable_events(records: Sequence[InputRecord]) -> list[SnapshotsTopicEvent]:
-    """The events of snapshots-topic `records`, poison left out (its stage dead-letters it)."""
-    events: list[SnapshotsTopicEvent] = []
-    for record in records:
-        try:  # without keys: a look ahead is for forget requests, which are never sealed
-            events.append(read_snapshots_record(record.key, record.value))
-        except (InvalidRecord, NoKeyStore, KeyDestroyed):
-            continue
-    return events
