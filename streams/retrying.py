@@ -12,6 +12,7 @@ record as the last line: an outage anywhere else retries the record, anything el
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -79,6 +80,15 @@ class _BackoffOrRetryAfter:
         return delay
 
 
+def _first_delay(failure: BaseException) -> float:
+    """The wait before the second attempt: the back-off's first step, or the failure's
+    `Retry-After` if longer (at most `MAX_RETRY_AFTER_SECONDS`)."""
+    retry_after = getattr(failure, "retry_after", None)
+    if isinstance(retry_after, int | float) and retry_after > 0:
+        return max(INITIAL_BACKOFF_SECONDS, min(float(retry_after), MAX_RETRY_AFTER_SECONDS))
+    return INITIAL_BACKOFF_SECONDS
+
+
 def outage_policy(what: str) -> AsyncRetrying:
     """Retry while the failure is an outage, forever, with back-off (at least what a provider
     asked for with `Retry-After`); raise anything else."""
@@ -92,7 +102,19 @@ def outage_policy(what: str) -> AsyncRetrying:
 
 
 async def through_outages(call: Callable[[], Awaitable[T]], what: str) -> T:
-    """`await call()`, retried through outages (see `outage_policy`)."""
+    """`await call()`, retried through outages (see `outage_policy`).
+
+    The first attempt runs outside tenacity: a stage calls this for every record and every
+    step, almost always once, and building the retry machinery each time cost the window a
+    quarter of its CPU per turn. Only a first attempt that met an outage enters the policy."""
+    try:
+        return await call()
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        delay = _first_delay(exc)
+        log.warning("%s: %r; waiting %.1fs for it to come back", what, exc, delay)
+        await asyncio.sleep(delay)
 
     async def attempt() -> T:  # a coroutine function: tenacity would not await a plain callable
         return await call()

@@ -97,6 +97,10 @@ class WindowStage:
             group=settings.group(STAGE),
         )
         self.idle_requests: dict[bytes, IdleRequest] = {}
+        self.opened: dict[bytes, tuple[bytes, SessionWindow]] = {}
+        """The windows this worker stored, as it stored them (the table's bytes) and opened: a
+        busy session's window is read back at every batch, and parsing it (its pending turns
+        opened) cost as much as deciding the batch's turns. Cleared at every rebalance."""
 
     async def apply_batch(self, records: Sequence[InputRecord]) -> None:
         """Decide every record, send what it promoted, then store the windows and progress."""
@@ -111,9 +115,11 @@ class WindowStage:
             if window is None:
                 delete_in_partition(self.windows, partition, key)
                 self.idle_requests.pop(key, None)
+                self.opened.pop(key, None)
             else:
                 stored = await self.keys.window_to_store(window)
                 set_in_partition(self.windows, partition, key, stored)
+                self.opened[key] = (stored, window)
         await self.progress.store(highest_offsets(records))
 
     async def apply(self, record: InputRecord, batch: _Batch) -> None:
@@ -172,6 +178,8 @@ class WindowStage:
         stored = self.windows.get(key)
         if not stored:
             return None
+        if (known := self.opened.get(key)) is not None and known[0] is stored:
+            return known[1]
         try:
             return await self.keys.stored_window(stored)
         except KeyDestroyed:  # the session was forgotten before this stage read the request
@@ -259,6 +267,10 @@ def create_window_app(
             max_records=BATCH_RECORDS,
             within=BATCH_SECONDS,
         )
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def forget_opened(sender: faust.App, revoked: object, **_: object) -> None:
+        stage.opened.clear()
 
     @app.timer(settings.idle_check_interval.total_seconds())  # type: ignore[untyped-decorator]
     async def request_idle_promotions() -> None:
