@@ -42,6 +42,7 @@ from handlers.search import (
     SearchMode,
     ranked,
 )
+from projections.vectors import dimension_of, unpack_matrix
 
 Document = dict[str, Any]
 Revision = int | str
@@ -94,18 +95,18 @@ class UserIndex:
     @classmethod
     def built(cls, revision: Revision, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
         kept: list[Document] = []
-        vectors: dict[str, tuple[list[int], list[Sequence[float]]]] = {}
+        vectors: dict[str, tuple[list[int], list[object]]] = {}
         for document in documents:
-            embedding = document.get("embedding") or []
+            stored = document.get("embedding")
             kept.append({k: v for k, v in document.items() if k != "embedding"})
-            if embedding:
+            if dimension_of(stored):
                 model = str(document.get("embedding_model") or "")
                 positions, rows = vectors.setdefault(model, ([], []))
                 positions.append(len(kept) - 1)
-                rows.append(embedding)
+                rows.append(stored)
         matrices = {}
         for model, (positions, rows) in vectors.items():
-            matrix = np.asarray(rows, dtype=np.float32)
+            matrix = unpack_matrix(rows)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             matrix /= np.where(norms == 0, 1, norms)
             matrices[model] = (np.asarray(positions, dtype=np.int64), matrix)
