@@ -150,16 +150,20 @@ class ReadModel:
             and 0 < revision - index.revision <= len(changed)
         ):
             ids = sorted(set(changed[len(changed) - (revision - index.revision) :]))
-            documents = await self._find(
-                MEMORIES,
-                {"memory_id": {"$in": ids}, "user_id": user_id, "status": "current"},
-                INDEXED_FIELDS,
-            )
+            documents = await self._indexed_memories(user_id, ids)
             return self._index.store(user_id, index.updated(revision, ids, documents))
-        documents = await self._find(
-            MEMORIES, {"user_id": user_id, "status": "current"}, INDEXED_FIELDS
-        )
+        documents = await self._indexed_memories(user_id)
         return self._index.store(user_id, UserIndex.built(revision, documents))
+
+    async def _indexed_memories(
+        self, user_id: str, memory_ids: Sequence[str] | None = None
+    ) -> list[Document]:
+        """The user's current memories (those of `memory_ids` only, if given) with the fields
+        the index reads: one query, its vectors as stored (`memstream.search_index` unpacks
+        them)."""
+        chosen: Document = {} if memory_ids is None else {"memory_id": {"$in": list(memory_ids)}}
+        query = {**chosen, "user_id": user_id, "status": "current"}
+        return await self._find(MEMORIES, query, INDEXED_FIELDS)
 
     async def memory_type_of(self, user_id: str, memory_id: str) -> MemoryType | None:
         """The type of one of the user's memories (`None`: the user has no such memory)."""
