@@ -9,8 +9,17 @@ with (keyword postings, filter columns, the id order), all built once per index.
 
 **Cost** (bench/search_eval/RESULTS.md, BENCHMARKS.md "Search"): a search reads the whole
 matrix, so its time grows linearly with the user's memories (100,000 * 384 float32 = 154 MB per
-query). A build tokenises every text and converts every vector; it happens on a user's first
-search in a process, and after more changes than the change feed keeps.
+query). A build happens on a user's first search in a process, and after more changes than the
+change feed keeps: `ReadModel` sends one query (the user's current memories, the fields below),
+then `built` copies the vectors — stored packed, `projections.vectors` — into one float32 matrix
+per model straight from their bytes (`unpack_matrix`: ~1 ms per 1,000 memories), tokenises every
+text for the keyword postings and builds the filter columns, in a thread. What a first search
+still costs, measured at 10k memories on SecantusDB (BENCHMARKS.md "Search": seconds, not the
+≤ 3x of a warm search aimed at): mostly the query — SecantusDB is a Python server that reads,
+decodes, checks, projects (a deep copy of each field) and re-encodes every document, one at a
+time — and then, in `built`, the Python tokenising of every text (about three quarters of the
+build). Packing the vectors halved the first search (a list of doubles is 384 floats to decode,
+copy and encode per document, on both sides); what is left is per document, not per float.
 
 **Freshness.** `ReadModel` reads the user's entry in `memory_writes` by `_id` before each search:
 a write count, which the projector bumps after each memory event it applied, and the memory ids
