@@ -1,10 +1,10 @@
 """How a memory's vector is stored: packed float32s in a BSON binary vector (docs/architecture.md,
-"Read models").
+"Search").
 
 The `embedding` field of a `memories` document is a BSON binary of subtype 9 (`Vector`, what
 MongoDB's vector search reads): a dtype byte 0x27 (float32), a padding byte 0, then the
 components as little-endian float32s — 1,538 bytes for 384 dimensions, where a list of doubles
-takes ~4.6 kB of BSON and one Python float per component to decode. float32 is what the
+takes 4.9 kB of BSON and one Python float per component to decode. float32 is what the
 search index computes with and what the embedding models produce (events carry 7 significant
 digits: `handlers.extraction.results.rounded`), so packing loses nothing search used.
 
@@ -51,7 +51,9 @@ def dimension_of(stored: object) -> int:
     if stored is None:
         return 0
     if isinstance(stored, Binary):
-        return len(stored) // 4 if _is_packed(stored) else len(_packed(stored))  # that raises
+        if not _is_packed(stored):
+            _packed(stored)  # raises: not a float32 vector
+        return (len(stored) - len(_HEADER)) // 4
     if isinstance(stored, list | tuple):
         return len(stored)
     raise ValueError(f"not a stored vector: {type(stored).__name__}")
