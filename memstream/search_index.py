@@ -12,14 +12,14 @@ matrix, so its time grows linearly with the user's memories (100,000 * 384 float
 query). A build happens on a user's first search in a process, and after more changes than the
 change feed keeps: `ReadModel` sends one query (the user's current memories, the fields below),
 then `built` copies the vectors — stored packed, `projections.vectors` — into one float32 matrix
-per model straight from their bytes (`unpack_matrix`: ~1 ms per 1,000 memories), tokenises every
-text for the keyword postings and builds the filter columns, in a thread. What a first search
-still costs, measured at 10k memories on SecantusDB (BENCHMARKS.md "Search": seconds, not the
-≤ 3x of a warm search aimed at): mostly the query — SecantusDB is a Python server that reads,
-decodes, checks, projects (a deep copy of each field) and re-encodes every document, one at a
-time — and then, in `built`, the Python tokenising of every text (about three quarters of the
-build). Packing the vectors halved the first search (a list of doubles is 384 floats to decode,
-copy and encode per document, on both sides); what is left is per document, not per float.
+per model straight from their bytes (`unpack_matrix`, one copy), tokenises every text for the
+keyword postings and builds the filter columns, in a thread. What a first search still costs
+on SecantusDB (BENCHMARKS.md "Search": 92x a warm search at 1k memories, 281x at 10k, where
+≤ 3x was aimed at): ~70% is the query — SecantusDB is a Python server that reads, decodes,
+checks, projects (deep-copying each kept field) and re-encodes every document, one at a time —
+and most of the rest the Python tokenising of every text in `built`. Packing the vectors made
+the first search 0.4-0.5x of lists of doubles (384 floats to decode, copy and encode per
+document, on both sides); what is left is per document, not per float.
 
 **Freshness.** `ReadModel` reads the user's entry in `memory_writes` by `_id` before each search:
 a write count, which the projector bumps after each memory event it applied, and the memory ids
