@@ -17,7 +17,9 @@ keeps the partition it was read from (`LoggedEvent`), which turns store as the p
 forgetting a user erases a turns partition's turns (`projections.forgetting`). Replay refuses
 a database that already holds a read model: bulk claims assume they are the first.
 
-**Verify** compares two read models document by document and lists every difference.
+**Verify** compares two read models document by document and lists every difference. A memory's
+vector compares as the float32s it holds, so a database projected before vectors were packed
+(`projections.vectors`: lists of doubles) verifies against its replay.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from projections.store import (
     SNAPSHOTS,
     TURNS,
 )
+from projections.vectors import pack_vector, unpack_vector
 
 Db = Database[dict[str, Any]]
 COMPARED = (TURNS, SNAPSHOTS, SAVES, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
@@ -357,8 +360,8 @@ def differences(left: Db, right: Db, *, limit: int = 50) -> list[str]:
     """What differs between two read models, document by document (at most `limit` lines)."""
     found: list[str] = []
     for name in COMPARED:
-        mine = {d["_id"]: d for d in left[name].find()}
-        theirs = {d["_id"]: d for d in right[name].find()}
+        mine = {d["_id"]: _compared(name, d) for d in left[name].find()}
+        theirs = {d["_id"]: _compared(name, d) for d in right[name].find()}
         for missing in sorted(set(mine) - set(theirs), key=str):
             found.append(f"{name} {missing!r}: only in {left.name}")
         for extra in sorted(set(theirs) - set(mine), key=str):
@@ -369,6 +372,14 @@ def differences(left: Db, right: Db, *, limit: int = 50) -> list[str]:
         if len(found) >= limit:
             return found[:limit]
     return found
+
+
+def _compared(collection: str, document: dict[str, Any]) -> dict[str, Any]:
+    """`document` as verify compares it: a memory's vector packed, in whichever form it was
+    stored."""
+    if collection == MEMORIES and "embedding" in document:
+        return {**document, "embedding": pack_vector(unpack_vector(document["embedding"]))}
+    return document
 
 
 def _changed(left: Any, right: Any, path: str = "") -> list[str]:

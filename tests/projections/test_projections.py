@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from bson.binary import VECTOR_SUBTYPE, Binary
 from pymongo import MongoClient
 from pymongo.database import Database
 
@@ -26,6 +27,7 @@ from events import (
 )
 from events.codec import AnyEvent
 from projections import ensure_indexes, project
+from projections.vectors import unpack_vector
 
 pytestmark = pytest.mark.integration
 PROVENANCE = Provenance(
@@ -174,6 +176,19 @@ def test_versions_reinforcement_and_supersession(db: Db) -> None:
     snapshot = db["snapshots"].find_one({"_id": "snap-1"})
     assert snapshot["extractions"]["semantic"]["memory_ids"] == ["m1", "m2"]
     assert snapshot["turn_count"] == 1
+
+
+def test_a_memory_version_stores_its_vector_as_packed_float32s_and_its_event_the_floats(
+    db: Db,
+) -> None:
+    for event in history():
+        project(db, event)
+    stored = {m["_id"]: m["embedding"] for m in db["memories"].find()}
+    assert all(isinstance(v, Binary) and v.subtype == VECTOR_SUBTYPE for v in stored.values())
+    assert unpack_vector(stored["m1:v1"]) == (0.10000000149011612, 0.20000000298023224)
+    assert unpack_vector(stored["m2:v1"]) == ()  # added without a vector
+    logged = db["memory_events"].find_one({"_id": "e1"})
+    assert logged is not None and logged["event"]["embedding"] == [0.1, 0.2]
 
 
 def test_profile_describes_only_the_current_user(db: Db) -> None:
