@@ -17,6 +17,7 @@ from events.memories import MemoryContent, MemoryType
 from handlers.reconcile import KnownMemory, KnownMemoryFacts
 from projections.progress import projected_offsets
 from projections.store import ERASURES, MEMORIES, SAVES, SNAPSHOTS, Db
+from projections.vectors import unpack_vector
 
 _CURRENT_FIELDS = {
     "_id": 0,
@@ -138,12 +139,8 @@ def _known(document: dict[str, Any], origins: Iterable[str]) -> KnownMemory:
         user_id=document.get("user_id"),
         agent_id=document.get("agent_id"),
         content=content,
-        embedding=_vector(document.get("embedding")),
+        embedding=unpack_vector(document.get("embedding")),
         embedding_model=document.get("embedding_model") or "",
         origins=tuple(origins),
         expires_at=document.get("expires_at"),
     )
-
-
-def _vector(stored: Any) -> tuple[float, ...]:
-    return tuple(float(value) for value in stored or ())
