@@ -38,10 +38,11 @@ import argparse
 import asyncio
 import json
 import re
+import signal
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,6 +123,7 @@ async def send_all(
     chosen: Sequence[tuple[str, str, list[dict[str, str]]]],
     pid: int,
     log: LogCursor,
+    progress: Callable[[list[Call]], None],
 ) -> list[Call]:
     log.read()  # the warm-up's lines
     calls = []
@@ -153,6 +155,7 @@ async def send_all(
             f"evaluated {calls[-1].evaluated_tokens:5d}/{answer.prompt_tokens:5d} tokens",
             flush=True,
         )
+        progress(calls)
     return calls
 
 
@@ -191,7 +194,12 @@ def summarize(calls: Sequence[Call], warm_rss: float, start_rss: float) -> dict[
 
 
 def run_variant(
-    name: str, spec: Any, chosen: Sequence[Any], log_dir: Path, max_tokens: int
+    name: str,
+    spec: Any,
+    chosen: Sequence[Any],
+    log_dir: Path,
+    max_tokens: int,
+    progress: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
     module, extra = VARIANTS[name]
     log_path = log_dir / f"llm-{name}.log"
@@ -215,7 +223,12 @@ def run_variant(
                 await warm_up(llm)
                 assert server.pid is not None
                 warm_rss = tree_rss(server.pid) or 0.0
-                return await send_all(llm, chosen, server.pid, cursor), warm_rss
+                partial = {"server": module, "arguments": list(extra), "partial": True}
+
+                def record(calls: list[Call]) -> None:
+                    progress({**partial, "calls": [asdict(call) for call in calls]})
+
+                return await send_all(llm, chosen, server.pid, cursor, record), warm_rss
             finally:
                 await llm.aclose()
 
@@ -244,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/memstream-prompt-cache"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also as a background job
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     names = [name.strip() for name in args.variants.split(",") if name.strip()]
     unknown = [name for name in names if name not in VARIANTS]
     if unknown:
@@ -264,13 +279,22 @@ def main(argv: list[str] | None = None) -> int:
         },
         "variants": {},
     }
+
+    def save() -> None:
+        if args.out:  # what is measured so far survives an interrupted run
+            args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
     with llama_lock():
         for name in names:
+
+            def progress(partial: dict[str, Any], name: str = name) -> None:
+                result["variants"][name] = partial
+                save()
+
             result["variants"][name] = run_variant(
-                name, spec, chosen, args.log_dir, args.max_tokens
+                name, spec, chosen, args.log_dir, args.max_tokens, progress
             )
-            if args.out:  # what is measured so far survives an interrupted run
-                args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            save()
     for name, variant in result["variants"].items():
         summary = variant["summary"]
         rss = summary["rss_mb"]

@@ -432,6 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     args.started = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    # Stop cleanly (stopping `up` too) on Ctrl-C or SIGTERM, even as a background job, which a
+    # shell starts with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with llama_lock(), tempfile.TemporaryDirectory(prefix="memstream-soak-") as scratch:
         workdir = args.workdir or Path(scratch)
         workdir.mkdir(parents=True, exist_ok=True)
