@@ -42,7 +42,8 @@ The local LLM server (`memstream.local.llm.LocalLLMServer`, when no endpoint is 
 supervised the same way, under the same policy, as one more member named ``local-llm``: it was
 unsupervised before, and extraction waited on a dead endpoint forever. It is restarted on the
 same port (the workers' environment names it), without blocking the loop: the supervisor spawns
-it (`LoopbackServer.spawn`) and polls until it answers ``/v1/models`` again. Meanwhile the
+it (`LoopbackServer.spawn`) and polls until it answers again (``/health``,
+`memstream.local.llama_server`). Meanwhile the
 extraction stages wait the outage out (`streams.retrying`: an unreachable LLM is retried with
 back-off, never dead-lettered, never advanced past), so a restart loses and doubles nothing.
 When it keeps dying, the supervisor stops every stage and raises :class:`ServerGaveUp`.
