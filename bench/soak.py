@@ -351,16 +351,28 @@ def check(
     }
 
 
-def figures(samples: list[dict[str, Any]], warm_up_until: float) -> dict[str, dict[str, float]]:
-    """Per process: RSS at the start, after warm-up (median of the 5 samples after
-    `warm_up_until`), at the end, its peak, and its growth from after warm-up to the end."""
+def figures(
+    samples: list[dict[str, Any]],
+    calls: list[tuple[float, int]],
+    warm_up_calls: int,
+    kill: dict[str, Any],
+) -> dict[str, dict[str, float]]:
+    """Per process: RSS at the start, after warm-up (median of the 5 samples from when the LLM
+    had answered `warm_up_calls`), at the end (median of the last 3), its peak, and its growth
+    from after warm-up to the end. The LLM server's two lives are apart: ``local-llm`` ends at
+    the kill; ``local-llm, restarted`` warms up again over `warm_up_calls` calls after it."""
     series: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
     for entry in samples:
         for name, value in entry["rss_mb"].items():
+            if name == LLM and kill and entry["t"] > kill["t"]:
+                name = f"{LLM}, restarted"
             series[name].append((entry["t"], value))
+    warm_up = _when(calls, warm_up_calls)
+    rewarm = _when(calls, kill.get("calls_before", 0) + warm_up_calls) if kill else None
     out: dict[str, dict[str, float]] = {}
     for name, points in series.items():
-        warm = [v for t, v in points if t >= warm_up_until][:5] or [points[-1][1]]
+        since = rewarm if name.endswith("restarted") and rewarm is not None else warm_up
+        warm = [v for t, v in points if t >= since][:5] or [points[-1][1]]
         after = statistics.median(warm)
         end = statistics.median(v for _, v in points[-3:])
         out[name] = {
@@ -374,6 +386,19 @@ def figures(samples: list[dict[str, Any]], warm_up_until: float) -> dict[str, di
     return out
 
 
+def _when(calls: list[tuple[float, int]], count: int) -> float:
+    """When the LLM had answered `count` calls (the last sample's time if never)."""
+    return next((t for t, n in calls if n >= count), calls[-1][0] if calls else 0.0)
+
+
+def rescore(path: Path, warm_up_calls: int) -> None:
+    """Recompute a saved report's RSS figures from its samples (after a change of method)."""
+    result = json.loads(path.read_text(encoding="utf-8"))
+    calls = [(float(t), int(n)) for t, n in result["calls_over_time"]]
+    result["rss_mb"] = figures(result["samples"], calls, warm_up_calls, result["kill"])
+    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
 def report(
     soak: Soak,
     checks: dict[str, Any],
@@ -382,7 +407,7 @@ def report(
     up_exit: int | None,
 ) -> dict[str, Any]:
     calls = soak.calls[-1][1] if soak.calls else 0
-    warm_up = next((t for t, n in soak.calls if n >= args.warm_up_calls), soak.elapsed())
+    warm_up = _when(soak.calls, args.warm_up_calls)
     return {
         "setup": {
             "command": "bench/soak.py " + " ".join(sys.argv[1:]),
@@ -402,7 +427,7 @@ def report(
         "kill": soak.kill,
         "up_exit_code": up_exit,
         "checks": checks,
-        "rss_mb": figures(soak.samples, warm_up),
+        "rss_mb": figures(soak.samples, soak.calls, args.warm_up_calls, soak.kill),
         "calls_over_time": soak.calls,
         "samples": soak.samples,
     }
@@ -430,7 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the data and logs here (default: a temporary folder, removed at the end)",
     )
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--rescore", type=Path, help="recompute the RSS figures of a saved report, run nothing"
+    )
     args = parser.parse_args(argv)
+    if args.rescore:
+        rescore(args.rescore, args.warm_up_calls)
+        return 0
     args.started = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     # Stop cleanly (stopping `up` too) on Ctrl-C or SIGTERM, even as a background job, which a
     # shell starts with SIGINT ignored.
