@@ -24,8 +24,11 @@ end (every fed session extracted, or `--drain-timeout`), it checks from the read
 * `up` restarted the LLM server exactly once and never gave up.
 
 Writes the RSS time series, each process's figures (start, after warm-up, end, peak), the LLM
-calls over time and the checks to `--out`; exits 1 if a check failed. Takes 30-60 min on 2
-shared cores (a call is 3-10 s on an idle machine; 300 calls are about 70 sessions).
+calls over time and the checks to `--out` (rewritten while it runs, so an interrupted run
+leaves its samples); exits 1 if a check failed. How long it takes depends on the machine: on 2
+cores at load average 10-20 a warm call took about a minute (106 calls in 95 min,
+bench/results/soak-2026-12-01.json), so 300 calls would take about 5 hours there; bound a run
+with `--max-seconds`, and the report says whether the target was reached.
 """
 
 from __future__ import annotations
