@@ -91,13 +91,6 @@ def local_llm_worker_environment(base_url: str, model: str) -> dict[str, str]:
     }
 
 
-@contextmanager
-def local_llm_environment(settings: Settings, log_dir: Path) -> Iterator[dict[str, str]]:
-    """Start the local LLM server if the configuration asks for it; yield the workers' env."""
-    with local_llm(settings, log_dir) as llm:
-        yield llm.environment
-
-
 def _progress_printer() -> Callable[[int, int], None]:
     last = [-1]
 

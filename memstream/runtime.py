@@ -38,7 +38,7 @@ from memstream.servers import (
 from memstream.servers.kafka_lock import KAFKA_VERSION
 from memstream.servers.process import ChildProcess
 from memstream.topics import ensure_topics, topic_partitions
-from memstream.worker import READY_MARKER
+from memstream.worker import EXIT_WITH_PARENT_VARIABLE, READY_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ class StageProcess:
     ) -> None:
         """`log_name` (default `worker-<stage>.log`) tells a second worker of a stage apart."""
         self.stage = stage
-        self.environment = dict(environment)
+        self.environment = {**environment, EXIT_WITH_PARENT_VARIABLE: "1"}
         self.command = (
             list(command)
             if command is not None
