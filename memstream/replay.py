@@ -43,7 +43,7 @@ from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_rec
 from handlers.sealed_events import opener
 from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
-from projections import BulkWrites, apply_event, ensure_indexes
+from projections import ensure_indexes, project_batch
 from projections.data_keys import StoreKeyRing
 from projections.store import (
     DEAD_LETTERS,
@@ -57,7 +57,7 @@ from projections.store import (
 
 Db = Database[dict[str, Any]]
 COMPARED = (TURNS, SNAPSHOTS, SAVES, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
-FLUSH_EVERY = 2_000
+BATCH_EVENTS = 2_000
 
 
 class NotEmpty(RuntimeError):
@@ -90,26 +90,33 @@ class ReplayReport:
 def replay(
     events: Iterator[LoggedEvent], target: Db, *, total: int | None = None, show: bool = True
 ) -> ReplayReport:
-    """Project `events` (in replay order) into the empty database `target`, in bulk."""
+    """Project `events` (in replay order) into the empty database `target`, in batches."""
     if any(target[name].estimated_document_count() for name in COMPARED):
         raise NotEmpty(f"database {target.name!r} is not empty: replay into a fresh one")
     ensure_indexes(target)
-    writes = BulkWrites(target)
     report = ReplayReport()
     started = time.monotonic()
     with Progress(disable=not show, transient=False) as progress:
         task = progress.add_task("replaying", total=total)
-        for logged in events:
-            apply_event(writes, logged.event, partition=logged.partition)
-            report.events += 1
-            progress.advance(task)
-            if writes.pending >= FLUSH_EVERY:
-                writes.flush()
-        writes.flush()
-    report.writes = writes.written
-    report.collisions = writes.collisions
+        for batch in _batches(events, BATCH_EVENTS):
+            outcome = project_batch(target, [(logged.event, logged.partition) for logged in batch])
+            report.events += len(batch)
+            report.writes += outcome.writes
+            report.collisions.extend(str(error) for error in outcome.errors if error is not None)
+            progress.advance(task, len(batch))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _batches(events: Iterator[LoggedEvent], size: int) -> Iterator[list[LoggedEvent]]:
+    batch: list[LoggedEvent] = []
+    for logged in events:
+        batch.append(logged)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 # -- the log from Kafka ------------------------------------------------------------------------

@@ -26,9 +26,9 @@ from events.forgetting import MemoriesForgotten, SessionForgotten, UserForgotten
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
 from handlers.sealed_events import opener
 from handlers.sealing import KeyDestroyed
-from projections import LiveWrites, ensure_indexes, project
+from projections import LiveWrites, ensure_indexes, project_batch
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
-from projections.key_erasure import destroy_forgotten_keys
+from projections.key_erasure import KeyForgetting, destroy_forgotten_keys
 from projections.progress import projected_offsets, store_progress
 from streams.app import faust_app, raw_table
 from streams.consuming import apply_batches
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 STAGE = "projector"
 BATCH_RECORDS = 500
 BATCH_SECONDS = 0.05
+Failed = tuple[InputRecord, Exception]
+"""A record the projector could not project, and why (it is dead-lettered)."""
 
 
 class ReadModelProgress:
@@ -134,40 +136,75 @@ def create_projector_app(
             log.info("not projected %s (its content is forgotten)", record.position)
             return None
 
-    async def apply(record: InputRecord) -> None:
-        try:
-            event = await through_outages(
-                lambda: with_keys(lambda: readable(record)), f"reading {record.position}"
+    async def read(record: InputRecord) -> AnyEvent | None:
+        return await through_outages(
+            lambda: with_keys(lambda: readable(record)), f"reading {record.position}"
+        )
+
+    async def destroy_keys(record: InputRecord, event: KeyForgetting) -> None:
+        # Keys first: the erasure projected next may complete the receipt, and a complete
+        # receipt promises the log no longer opens.
+        await through_outages(
+            partial(asyncio.to_thread, destroy_forgotten_keys, key_store, writes, event),
+            f"destroying the keys {record.position} forgets",
+        )
+
+    async def project_run(run: Sequence[tuple[InputRecord, AnyEvent]]) -> list[Failed]:
+        """Project `run` in bulk (`projections.batch`); the records it failed on, and why."""
+        if not run:
+            return []
+        batch = [(event, record.partition) for record, event in run]
+        outcome = await through_outages(
+            partial(asyncio.to_thread, project_batch, db, batch),
+            f"projecting {run[0][0].position} and {len(run) - 1} more",
+        )
+        return [
+            (record, error) for (record, _), error in zip(run, outcome.errors, strict=True) if error
+        ]
+
+    async def dead_letter_all(failed: Sequence[Failed]) -> None:
+        letters = []
+        for record, error in failed:
+            log.error("projecting %s failed: %r", record.position, error, exc_info=error)
+            reason = f"projection failed: {error!r}"
+            letters.append(
+                (dead_letter_record(record, stage=STAGE, reason=reason, now=clock()), None)
             )
-            if event is None:
-                return
-            if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
-                # Keys first: the erasure step projected next may complete the receipt, and a
-                # complete receipt promises the log no longer opens.
-                await through_outages(
-                    partial(asyncio.to_thread, destroy_forgotten_keys, key_store, writes, event),
-                    f"destroying the keys {record.position} forgets",
-                )
+        if letters:
             await through_outages(
-                partial(asyncio.to_thread, project, db, event, partition=record.partition),
-                f"projecting {record.position}",
-            )
-            decisions = getattr(event, "decisions", ())
-            fault_point(
-                "projector.after_project", event.event_type, *(d.event_type for d in decisions)
-            )
-        except Exception as exc:  # poison (outages never get here): keep it visible, go on
-            log.exception("projecting %s failed", record.position)
-            dead = dead_letter_record(
-                record, stage=STAGE, reason=f"projection failed: {exc!r}", now=clock()
-            )
-            await through_outages(
-                partial(asyncio.to_thread, project, db, dead), f"dead-lettering {record.position}"
+                partial(asyncio.to_thread, project_batch, db, letters),
+                f"dead-lettering {len(letters)} records",
             )
 
     async def apply_batch(records: Sequence[InputRecord]) -> None:
+        """Read the records in order, project them in bulk — a forgetting record's keys
+        destroyed after everything before it is projected, before it is read further — then
+        dead-letter the poison, then store the progress (docs/architecture.md, "Replay")."""
+        read_events: list[tuple[InputRecord, AnyEvent]] = []
+        run: list[tuple[InputRecord, AnyEvent]] = []
+        failed: list[Failed] = []
         for record in records:
-            await apply(record)
+            try:
+                event = await read(record)
+                if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
+                    failed += await project_run(run)
+                    run = []
+                    await destroy_keys(record, event)
+            except Exception as exc:  # poison (outages never get here)
+                failed.append((record, exc))
+                continue
+            if event is not None:
+                run.append((record, event))
+                read_events.append((record, event))
+        failed += await project_run(run)
+        await dead_letter_all(failed)
+        poison = {id(record) for record, _ in failed}
+        for record, event in read_events:
+            if id(record) not in poison:  # its writes are in, its progress is not
+                decisions = getattr(event, "decisions", ())
+                fault_point(
+                    "projector.after_project", event.event_type, *(d.event_type for d in decisions)
+                )
         await progress.store(highest_offsets(records))
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
