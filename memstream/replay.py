@@ -58,6 +58,7 @@ from projections.store import (
 Db = Database[dict[str, Any]]
 COMPARED = (TURNS, SNAPSHOTS, SAVES, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
 BATCH_EVENTS = 2_000
+END_WAIT_MS = 50
 
 
 class NotEmpty(RuntimeError):
@@ -175,8 +176,12 @@ async def _partitions(
     from_time: datetime | None,
 ) -> dict[TopicPartition, list[tuple[bytes | None, bytes | None]]]:
     """Every record of every partition in `tps` from the start position to its end, each in log
-    order. All partitions are fetched together: the end is known when a fetch comes back empty
-    (Tansu's end offsets can be short), so that wait is paid once, not once per partition."""
+    order. All partitions are fetched together, and the end is known when every position has
+    reached its end offset and a short fetch (`END_WAIT_MS`) brings nothing more. Tansu's end
+    offsets can be short (the first offset of a partition's newest batch, plus one), but a
+    consumer receives record batches whole: once a position has passed that offset the rest of
+    the batch is already in the consumer and comes at once, so the wait is paid once, and
+    short."""
     starts: dict[TopicPartition, int | None] = {tp: from_offset for tp in tps}
     if from_time is not None:
         stamp = int(from_time.timestamp() * 1000)
@@ -197,10 +202,11 @@ async def _partitions(
         tp: [] for tp in active
     }
     while True:
-        batches = await consumer.getmany(*active, timeout_ms=500)
+        reached = all([await consumer.position(tp) >= ends[tp] for tp in active])
+        batches = await consumer.getmany(*active, timeout_ms=END_WAIT_MS if reached else 500)
         for tp, batch in batches.items():
             records[tp].extend((r.key, r.value) for r in batch)
-        if not batches and all([await consumer.position(tp) >= ends[tp] for tp in active]):
+        if not batches and reached:
             return records
 
 

@@ -17,11 +17,12 @@ with every later write of the batch to it applied in memory first. Four steps pe
    record's earlier writes stay, its later ones are not made) and is that record's error; a
    claim lost to an earlier record, or to one already projected, makes the record's
    projection run again from that point, so it does what it does when its claim fails.
-4. **Send**: the queued writes, collection by collection (claims and snapshots first, the
-   change counter `memory_writes` last, so that search never counts a change before it is
-   there), then the turns whose snapshot another projector may have written meanwhile are
-   looked up again (each side writes, then links the other: docs/architecture.md, "Read
-   models").
+4. **Send**: one ordered bulk per collection, all at once (SecantusDB works on several in
+   parallel; the queries of step 2 too); then those that must follow them: a snapshot's update
+   of turns stored before (after the snapshot), the change counter `memory_writes` (after the
+   memories it counts, so search never counts a change before it is there); then the turns no
+   snapshot listed are looked up again, for one another projector wrote meanwhile (each side
+   writes, then links the other: docs/architecture.md, "Read models").
 
 A record that erases (`delete`, `ids`: `projections.forgetting`) needs the database as the log
 made it: the run before it is sent, and it is projected on its own with `LiveWrites`. So is a
@@ -36,9 +37,12 @@ too). Everything else a record raises is its error, as `LiveWrites` would have r
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pymongo import InsertOne, UpdateMany, UpdateOne
@@ -50,13 +54,7 @@ from projections.deciding import ABSENT, Decider, Key, Queued, listed
 from projections.documents import Unsupported, condition_paths
 from projections.identity import FINGERPRINT, IdCollision
 from projections.store import (
-    DEAD_LETTERS,
-    ERASURES,
-    MEMORIES,
-    MEMORY_EVENTS,
     MEMORY_WRITES,
-    PROFILES,
-    SAVES,
     SNAPSHOTS,
     TURNS,
     Db,
@@ -65,8 +63,7 @@ from projections.writes import LiveWrites
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
-SENT_FIRST = (SNAPSHOTS, SAVES, TURNS, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS, ERASURES)
-SENT_LAST = (MEMORY_WRITES,)
+SENT_AFTER = (MEMORY_WRITES,)
 
 Projected = tuple[AnyEvent, int | None]
 """An event to project and the partition it was read from (None when unknown)."""
@@ -85,6 +82,7 @@ class BatchOutcome:
 def project_batch(db: Db, batch: Sequence[Projected]) -> BatchOutcome:
     """Project `batch` in order, as `project` one record after the other would."""
     outcome = BatchOutcome([None] * len(batch))
+
     plans = [_plan(event, partition) for event, partition in batch]
     start = 0
     for index, plan in enumerate(plans):
@@ -260,6 +258,16 @@ def _wanted(plans: Sequence[_Plan]) -> _Wanted:
                 wanted.add(collection, selector["_id"], *condition_paths(condition))
             elif write.method == "update" and arguments["many"]:
                 listed(arguments["selector"].get("_id"))  # Unsupported unless a list of ids
+    for plan in plans:  # the conditions of the other writes to documents fetched anyway
+        for write in plan.writes:
+            arguments = write.arguments
+            if write.method == "update" and not arguments["many"]:
+                selector, fetched = arguments["selector"], wanted.ids.get(arguments["collection"])
+                if isinstance(selector.get("_id"), str) and selector["_id"] in (fetched or {}):
+                    condition = {k: v for k, v in selector.items() if k != "_id"}
+                    wanted.add(
+                        arguments["collection"], selector["_id"], *condition_paths(condition)
+                    )
     return wanted
 
 
@@ -268,27 +276,37 @@ def _fetch(db: Db, plans: Sequence[_Plan]) -> Decider:
     wanted = _wanted(plans)
     known: dict[Key, dict[str, Any] | None] = {}
     tracked: dict[str, frozenset[str]] = {}
-    for collection, ids in wanted.ids.items():
-        fields = _outermost(wanted.fields.get(collection, set()))
-        tracked[collection] = frozenset(fields)
-        projection = {name: 1 for name in fields} or {"_id": 1}
-        for doc_id in ids:
-            known[(collection, doc_id)] = ABSENT
-        for document in db[collection].find({"_id": {"$in": list(ids)}}, projection):
-            known[(collection, document["_id"])] = document
     listed_in: dict[str, list[str]] = {}
-    if wanted.linked:
-        turns = list(wanted.linked)
+
+    fetched: dict[Key, dict[str, Any]] = {}
+
+    def fetch(collection: str, ids: list[Any], fields: list[str]) -> None:
+        projection = {name: 1 for name in fields} or {"_id": 1}
+        for document in db[collection].find({"_id": {"$in": ids}}, projection):
+            known[(collection, document["_id"])] = document
+            fetched[(collection, document["_id"])] = copy.deepcopy(document)
+
+    def fetch_listings(turns: list[str]) -> None:
         for snapshot in db[SNAPSHOTS].find({"turn_ids": {"$in": turns}}, {"turn_ids": 1}):
             for turn_id in snapshot.get("turn_ids") or ():
                 if turn_id in wanted.linked:
                     listed_in.setdefault(turn_id, []).append(snapshot["_id"])
 
+    queries: list[Callable[[], None]] = []
+    for collection, ids in wanted.ids.items():
+        fields = _outermost(wanted.fields.get(collection, set()))
+        tracked[collection] = frozenset(fields)
+        known.update(((collection, doc_id), ABSENT) for doc_id in ids)
+        queries.append(partial(fetch, collection, list(ids), fields))
+    if wanted.linked:
+        queries.append(partial(fetch_listings, list(wanted.linked)))
+    _at_once(queries)
+
     def first_listing(turn_id: str) -> str | None:
         found = db[SNAPSHOTS].find_one({"turn_ids": turn_id}, {"_id": 1})
         return None if found is None else str(found["_id"])
 
-    return Decider(known, tracked, listed_in, first_listing)
+    return Decider(known, tracked, listed_in, first_listing, fetched)
 
 
 def _outermost(fields: set[str]) -> list[str]:
@@ -359,25 +377,59 @@ class _Refused(Exception):
 
 
 def _send(db: Db, decider: Decider) -> int:
-    """Send the run's writes; how many were sent."""
+    """Send the run's writes, every collection at once (the database works on several), the
+    writes that must follow others after them: the updates of stored turns (a snapshot's link,
+    after the snapshot) and the change counter (after the memories); how many were sent."""
+    first: list[tuple[str, list[Any]]] = []
+    after: list[tuple[str, list[Any]]] = []
+    for collection, queue in decider.queues.items():
+        operations = [(q.insert, _operation(decider, q)) for q in queue]
+        inserts = [operation for insert, operation in operations if insert]
+        updates = [operation for insert, operation in operations if not insert and operation]
+        if collection in SENT_AFTER:
+            after.append((collection, [op for insert, op in operations if insert or op]))
+        elif collection == TURNS:  # a new turn has no other write, a stored one no insert
+            first.append((collection, inserts))
+            after.append((collection, updates))
+        else:
+            first.append((collection, [op for insert, op in operations if insert or op]))
     sent = 0
-    order = [*SENT_FIRST, *(c for c in decider.queues if c not in SENT_FIRST + SENT_LAST)]
-    for collection in [*order, *SENT_LAST]:
-        queue = decider.queues.get(collection)
-        if queue:
-            _bulk(db, collection, [_operation(decider, queued) for queued in queue])
-            sent += len(queue)
+    for phase in (first, after):
+        bulks = [(collection, ops) for collection, ops in phase if ops]
+
+        _at_once([partial(_bulk, db, collection, ops) for collection, ops in bulks])
+        sent += sum(len(ops) for _, ops in bulks)
     return sent + _link_meanwhile(db, decider)
 
 
-def _operation(decider: Decider, queued: Queued) -> InsertOne[Any] | UpdateOne | UpdateMany:
+def _operation(decider: Decider, queued: Queued) -> InsertOne[Any] | UpdateOne | UpdateMany | None:
+    """The driver's operation for `queued` (None: nothing left to do)."""
     if queued.insert:
         assert queued.key is not None
         document = decider.known[queued.key]
         assert document is not None
         return InsertOne(document)
-    kind = UpdateMany if queued.many else UpdateOne
-    return kind(queued.selector, queued.change, upsert=queued.upsert)
+    if queued.many:  # not the documents created after it: it changed nothing there
+        ids = [
+            i for i in queued.selector["_id"]["$in"] if (queued.collection, i) not in decider.new
+        ]
+        if not ids:
+            return None
+        return UpdateMany({**queued.selector, "_id": {"$in": ids}}, queued.change)
+    return UpdateOne(queued.selector, queued.change, upsert=queued.upsert)
+
+
+def _at_once(calls: Sequence[Callable[[], Any]]) -> None:
+    """Run `calls` in threads and wait for every one; raise what one raised (an outage first)."""
+    if len(calls) <= 1:
+        for call in calls:
+            call()
+        return
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    failures = [failure for f in futures if (failure := f.exception()) is not None]
+    for failure in sorted(failures, key=lambda exc: not is_outage(exc)):
+        raise failure
 
 
 def _bulk(db: Db, collection: str, operations: list[Any]) -> None:

@@ -1,29 +1,34 @@
 """Deciding a batch's writes as `LiveWrites` would, against what the database held and what
 earlier records of the batch wrote; queueing them for one ordered bulk per collection.
 
-What the batch knows of a document (`Decider.known`, filled by `projections.batch`'s prefetch):
+What the batch knows of a document (`Decider.known`, filled by `projections.batch`'s fetch):
 
 * *absent*: not in the database when the batch began. The first write that creates it — an
   `insert_once`, a claim, an upsert — makes it *new*: the whole document is held here, every
   later write of the batch to it is applied in memory (`projections.documents`), and it is sent
-  as one insert at the end.
-* *stored*: in the database, with the fields the batch's decisions read (fingerprints, claimed
-  slots, a snapshot's turns). Its writes are sent as the projection asked for them, in order,
-  the server evaluating their conditions; the fields the decisions read are updated here too.
-  Writes whose conditions the batch decided (a claim of a free slot, an update of a counter) are
-  folded into one update per document where that changes nothing (`_merged`). An upsert of a
-  stored document that only sets fields on insert changes nothing and is not sent.
-* *not fetched*: a document no decision reads (the turns a snapshot lists): its writes are sent.
+  as one insert at the end. A write to it before that changes nothing and is not sent.
+* *stored*: in the database, with the fields the batch's decisions and conditions read
+  (fingerprints, claimed slots, a snapshot's turns, a profile's field, a version's status).
+  Each write is decided here — one whose condition fails is not sent, one that would set what
+  the document holds is not sent — and those sent keep their condition, so the server checks
+  it again. The writes of one document are folded into one update where that changes nothing
+  (`_merged`): two claims of one snapshot, the counter of one user, a profile field set by
+  several turns.
+* *not fetched*: a document no decision reads (the turns a snapshot lists): its writes are sent
+  as asked, for the server to decide.
 
-Writes the batch decided are sent as upserts, so that a document changed by someone else since
-the prefetch (another projector) fails with a duplicate key instead of being written wrongly:
-the batch is then decided again (`projections.batch`).
+A folded update whose second condition read what the first changed carries, instead, the
+fetched values it was decided on, and is sent as an upsert (so are claims): if another projector
+changed the document since the fetch, it fails on the duplicate id instead of being applied
+wrongly, and the batch is decided again (`projections.batch`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from projections.documents import (
@@ -36,6 +41,7 @@ from projections.documents import (
     normal,
     overlapping,
     reached,
+    walk,
 )
 from projections.identity import FINGERPRINT, IdCollision
 from projections.store import SNAPSHOTS, TURNS
@@ -43,14 +49,16 @@ from projections.store import SNAPSHOTS, TURNS
 Key = tuple[str, Any]
 """(collection, document id)."""
 ABSENT = None
-_MERGEABLE = frozenset({"$set", "$setOnInsert", "$inc", "$push"})
+_MERGEABLE = frozenset({"$set", "$setOnInsert", "$inc", "$max", "$push"})
 
 
 @dataclass
 class Queued:
     """One write to send: a new document's insert, or an update."""
 
+    collection: str
     key: Key | None
+    """The document it writes (None: several, by a list of ids)."""
     selector: dict[str, Any] = field(default_factory=dict)
     change: dict[str, Any] = field(default_factory=dict)
     upsert: bool = False
@@ -71,6 +79,8 @@ class Decider:
     """The stored snapshots listing each turn the batch links, in the database's order."""
     first_listing: Callable[[str], str | None]
     """The snapshot the database finds first for a turn (when several list it)."""
+    fetched: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    """The stored documents as fetched, before the batch changed them."""
     new: set[Key] = field(default_factory=set)
     queues: dict[str, list[Queued]] = field(default_factory=dict)
     last: dict[Key, Queued] = field(default_factory=dict)
@@ -206,6 +216,18 @@ class Decider:
     def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
         raise Unsupported("a read inside a run (the batch projects erasures on their own)")
 
+    def _as_fetched(self, key: Key, path: str) -> dict[str, Any] | None:
+        """A condition that the fetched field holding `path` still holds what was fetched (None
+        when that cannot be said exactly)."""
+        fields = [f for f in self.tracked.get(key[0], ()) if covered(path, [f])]
+        fetched = self.fetched.get(key)
+        if len(fields) != 1 or fetched is None:
+            return None
+        values, through_array = walk(fetched, fields[0])
+        if through_array or len(values) > 1 or (values and values[0] is None):
+            return None
+        return {fields[0]: values[0] if values else {"$exists": False}}
+
     # -- what the batch holds --------------------------------------------------------------------
 
     def _fetched(self, key: Key) -> dict[str, Any] | None:
@@ -217,7 +239,7 @@ class Decider:
     def _create(self, key: Key, document: dict[str, Any]) -> None:
         self.known[key] = document
         self.new.add(key)
-        queued = Queued(key, insert=True)
+        queued = Queued(key[0], key, insert=True)
         self.queues.setdefault(key[0], []).append(queued)
         self.last[key] = queued
         self._note_turns(key, document)
@@ -264,7 +286,9 @@ class Decider:
                     apply_change(state, change, inserting=False)
             rest.append(doc_id)
         if rest:
-            queued = Queued(None, {"_id": {"$in": rest}, **condition}, change, many=True)
+            queued = Queued(
+                collection, None, {"_id": {"$in": rest}, **condition}, change, many=True
+            )
             self.queues.setdefault(collection, []).append(queued)
             for doc_id in rest:
                 self.last[(collection, doc_id)] = queued
@@ -281,12 +305,11 @@ class Decider:
     ) -> None:
         condition = {name: value for name, value in selector.items() if name != "_id"}
         fetched = self.tracked.get(key[0], frozenset())
-        decided = all(covered(path, fetched) for path in condition_paths(condition))
-        if not (upsert or _touches(change, fetched)):
-            self._send(key, selector, change, certain=not condition)
+        if not all(covered(path, fetched) for path in condition_paths(condition)):
+            if upsert or _touches(change, fetched):
+                raise Unsupported(f"a condition on fields of {key!r} that were not fetched")
+            self._send(key, selector, change)  # the server decides
             return
-        if not decided:
-            raise Unsupported(f"a condition on fields of {key!r} that were not fetched")
         if not matches(state, condition):
             if upsert:
                 _duplicate(collision)
@@ -308,11 +331,11 @@ class Decider:
     ) -> None:
         previous = self.last.get(key)
         if certain and previous is not None:
-            merged = _merged(previous, selector, change, upsert)
+            merged = _merged(previous, selector, change, upsert, partial(self._as_fetched, key))
             if merged is not None:
                 previous.selector, previous.change, previous.upsert = merged
                 return
-        queued = Queued(key, selector, change, upsert=upsert, certain=certain)
+        queued = Queued(key[0], key, selector, change, upsert=upsert, certain=certain)
         self.queues.setdefault(key[0], []).append(queued)
         self.last[key] = queued
 
@@ -367,23 +390,35 @@ def _touches(change: dict[str, Any], fetched: frozenset[str] | None) -> bool:
 
 
 def _merged(
-    previous: Queued, selector: dict[str, Any], change: dict[str, Any], upsert: bool
+    previous: Queued,
+    selector: dict[str, Any],
+    change: dict[str, Any],
+    upsert: bool,
+    as_fetched: Callable[[str], dict[str, Any] | None],
 ) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
     """`previous` and the next write of the same document as one update, when sending them
-    together changes nothing: both conditions decided to hold, the second's not read from what
-    the first changes, no field written by both except counters added, lists pushed, values set."""
+    together changes nothing: both conditions decided to hold, no field written by both except
+    counters added, lists pushed, values set or raised. A second condition that reads what the
+    first write changes is replaced by the fetched values it was decided on (`as_fetched`), and
+    the update becomes an upsert: if the document changed since, it fails on its duplicate id
+    instead of doing nothing (the batch is decided again)."""
     if previous.insert or previous.many or not previous.certain:
         return None
     if not set(previous.change) | set(change) <= _MERGEABLE:
         return None
     condition = {name: value for name, value in selector.items() if name != "_id"}
+    written = changed_paths(previous.change)
+    read = condition_paths(condition)
+    if any(overlapping(path, done) for path in read for done in written):
+        guards = [as_fetched(path) for path in read]
+        if any(guard is None for guard in guards):
+            return None
+        condition = {name: value for guard in guards if guard for name, value in guard.items()}
+        upsert = True
     if any(
         name in previous.selector and previous.selector[name] != value
         for name, value in condition.items()
     ):
-        return None
-    written = changed_paths(previous.change)
-    if any(overlapping(path, done) for path in condition_paths(condition) for done in written):
         return None
     combined: dict[str, Any] = {
         operator: dict(fields) for operator, fields in previous.change.items()
@@ -398,6 +433,10 @@ def _merged(
                 into[path] = operand
             elif operator == "$inc":
                 into[path] = into[path] + operand
+            elif operator == "$max":
+                if not _comparable(into[path], operand):
+                    return None
+                into[path] = operand if normal(operand) > normal(into[path]) else into[path]
             elif operator == "$push":
                 pushed = _pushed(into[path], operand)
                 if pushed is None:
@@ -405,6 +444,14 @@ def _merged(
                 into[path] = pushed
             # $setOnInsert: the first value stays, as the first upsert would have set it
     return {**previous.selector, **condition}, combined, previous.upsert or upsert
+
+
+def _comparable(first: Any, second: Any) -> bool:
+    """Two values `$max` compares alike in memory and on the server: of one kind, not null."""
+    kinds = (int, float, str, datetime)
+    return any(isinstance(first, k) and isinstance(second, k) for k in kinds) and not any(
+        isinstance(v, bool) for v in (first, second)
+    )
 
 
 def _pushed(first: Any, second: Any) -> dict[str, Any] | None:

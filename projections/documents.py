@@ -52,7 +52,13 @@ def normal(value: Any) -> Any:
 
 def reached(document: Mapping[str, Any], path: str) -> list[Any]:
     """Every value the dotted `path` reaches in `document`, through arrays of documents."""
+    return walk(document, path)[0]
+
+
+def walk(document: Mapping[str, Any], path: str) -> tuple[list[Any], bool]:
+    """The values `path` reaches, and whether it went through an array to reach them."""
     values: list[Any] = [document]
+    through_array = False
     for part in path.split("."):
         found: list[Any] = []
         for value in values:
@@ -63,6 +69,7 @@ def reached(document: Mapping[str, Any], path: str) -> list[Any]:
             elif isinstance(value, list):
                 if part.isdigit():
                     raise Unsupported(f"an array index in {path!r}")
+                through_array = True
                 found.extend(
                     element[part]
                     for element in value
@@ -70,7 +77,7 @@ def reached(document: Mapping[str, Any], path: str) -> list[Any]:
                 )
             # a scalar has no fields: the path reaches nothing through it
         values = found
-    return values
+    return values, through_array
 
 
 def matches(document: Mapping[str, Any], condition: Mapping[str, Any]) -> bool:
@@ -84,12 +91,14 @@ def matches(document: Mapping[str, Any], condition: Mapping[str, Any]) -> bool:
                 return False
         elif key.startswith("$"):
             raise Unsupported(f"the query operator {key}")
-        elif not _holds(reached(document, key), clause):
+        elif not _holds(*walk(document, key), clause):
             return False
     return True
 
 
-def _holds(values: list[Any], clause: Any) -> bool:
+def _holds(values: list[Any], through_array: bool, clause: Any) -> bool:
+    if _asks_for_null(clause) and through_array:
+        raise Unsupported("null or a missing field through an array")
     if not (isinstance(clause, Mapping) and clause and all(k.startswith("$") for k in clause)):
         return _equal(values, clause)
     for operator, operand in clause.items():
@@ -106,6 +115,16 @@ def _holds(values: list[Any], clause: Any) -> bool:
         if operator == "$lt" and not any(_less(value, operand) for value in _with_elements(values)):
             return False
     return True
+
+
+def _asks_for_null(clause: Any) -> bool:
+    """Whether `clause` compares with None (a missing field then counts as null)."""
+    if clause is None:
+        return True
+    if not isinstance(clause, Mapping):
+        return False
+    operands = [clause.get("$eq", 0), clause.get("$ne", 0), *clause.get("$in", ())]
+    return any(operand is None for operand in operands)
 
 
 def _equal(values: list[Any], wanted: Any) -> bool:
@@ -146,6 +165,15 @@ def _less(value: Any, than: Any) -> bool:
             raise Unsupported(f"a comparison with {type(than).__name__}")
         return False
     return bool(normal(value) < normal(than))
+
+
+def _greater(value: Any, than: Any) -> bool:
+    """`$max`'s comparison: values of one kind (null, below everything, is handled apart)."""
+    if value is None:
+        return False
+    if _bracket(value) is None or _bracket(value) != _bracket(than):
+        raise Unsupported(f"$max of {type(than).__name__} and {type(value).__name__}")
+    return bool(normal(than) < normal(value))
 
 
 def condition_paths(condition: Mapping[str, Any]) -> set[str]:
@@ -218,7 +246,7 @@ def _apply_one(document: dict[str, Any], operator: str, parts: list[str], operan
         else:
             raise Unsupported(f"$inc of {type(current).__name__}")
     elif operator == "$max":
-        if current is _MISSING or _less(current, operand):
+        if current is _MISSING or current is None or _greater(operand, current):
             parent[name] = operand
     elif operator in ("$push", "$addToSet"):
         parent[name] = _appended(operator, current, operand)

@@ -1,12 +1,17 @@
 """The projector stage: every event topic into the MongoDB read model (docs/architecture.md).
 
-Each record is read with the same validation as the stage that owns its topic
-(`handlers.inputs`): a turn the window dead-lettered, or a snapshot an extractor refused, is not
-projected either. Database outages are waited out (`streams.retrying`), so no event is ever
-skipped; a record whose content key was destroyed is forgotten and not projected; an event the
-read model refuses for another reason — an id that already names other
-content, a memories-topic record that is not an event — is kept in `dead_letters` with the
-reason.
+Records come in batches (`streams.consuming.apply_batches`: up to `BATCH_RECORDS`, or what
+arrived within `BATCH_SECONDS`), each read with the same validation as the stage that owns its
+topic (`handlers.inputs`): a turn the window dead-lettered, or a snapshot an extractor refused,
+is not projected either; a record whose content key was destroyed is forgotten and not
+projected. A batch is projected in bulk (`projections.batch`: one bulk per collection, the
+database left as record by record would leave it), cut at each forgetting record, whose keys are
+destroyed after everything before it is projected and before anything after it is read. An
+event the read model refuses — an id that already names other content, a memories-topic record
+that is not an event — is kept in `dead_letters` with the reason. Then the batch's progress is
+stored, in the read model (`ReadModelProgress`): never before its writes. Database outages are
+waited out (`streams.retrying`) and a batch interrupted by one is projected again, as a
+redelivery, so no event is ever skipped.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from pymongo.database import Database
 
 from events.codec import AnyEvent, decode
 from events.forgetting import MemoriesForgotten, SessionForgotten, UserForgotten
+from handlers.failures import is_outage
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
-from handlers.sealed_events import opener
+from handlers.sealed_events import KeyNotCached, opener
 from handlers.sealing import KeyDestroyed
 from projections import LiveWrites, ensure_indexes, project_batch
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
@@ -43,6 +49,8 @@ log = logging.getLogger(__name__)
 STAGE = "projector"
 BATCH_RECORDS = 500
 BATCH_SECONDS = 0.05
+Read = AnyEvent | Exception | None
+"""A record read: its event, its poison, or None (not to be projected)."""
 Failed = tuple[InputRecord, Exception]
 """A record the projector could not project, and why (it is dead-lettered)."""
 
@@ -136,10 +144,30 @@ def create_projector_app(
             log.info("not projected %s (its content is forgotten)", record.position)
             return None
 
-    async def read(record: InputRecord) -> AnyEvent | None:
-        return await through_outages(
-            lambda: with_keys(lambda: readable(record)), f"reading {record.position}"
+    def read_into(read: list[Read], records: Sequence[InputRecord]) -> None:
+        """Read the records after those in `read`, in order, up to the first forgetting record
+        (its keys die before anything after it is read); poison is kept as its error."""
+        for record in records[len(read) :]:
+            try:
+                event = readable(record)
+            except KeyNotCached:
+                raise  # looked up, then read again from this record (`with_keys`)
+            except Exception as exc:
+                if is_outage(exc):
+                    raise
+                read.append(exc)
+                continue
+            read.append(event)
+            if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
+                return
+
+    async def read_up_to_forgetting(records: Sequence[InputRecord]) -> list[Read]:
+        read: list[Read] = []
+        await through_outages(
+            lambda: with_keys(lambda: read_into(read, records)),
+            f"reading {records[0].position} and on",
         )
+        return read
 
     async def destroy_keys(record: InputRecord, event: KeyForgetting) -> None:
         # Keys first: the erasure projected next may complete the receipt, and a complete
@@ -183,19 +211,25 @@ def create_projector_app(
         read_events: list[tuple[InputRecord, AnyEvent]] = []
         run: list[tuple[InputRecord, AnyEvent]] = []
         failed: list[Failed] = []
-        for record in records:
-            try:
-                event = await read(record)
+        done = 0
+        while done < len(records):
+            read = await read_up_to_forgetting(records[done:])
+            for record, event in zip(records[done:], read, strict=False):
+                if isinstance(event, Exception):  # poison (outages never get here)
+                    failed.append((record, event))
+                    continue
                 if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
                     failed += await project_run(run)
                     run = []
-                    await destroy_keys(record, event)
-            except Exception as exc:  # poison (outages never get here)
-                failed.append((record, exc))
-                continue
-            if event is not None:
-                run.append((record, event))
-                read_events.append((record, event))
+                    try:
+                        await destroy_keys(record, event)
+                    except Exception as exc:
+                        failed.append((record, exc))
+                        continue
+                if event is not None:
+                    run.append((record, event))
+                    read_events.append((record, event))
+            done += len(read)
         failed += await project_run(run)
         await dead_letter_all(failed)
         poison = {id(record) for record, _ in failed}

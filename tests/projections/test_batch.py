@@ -1,6 +1,8 @@
 """The batch executor against the live one: random logs (tests/support/projection_log.py)
 projected in random batches by `project_batch` and record by record by `project` end in the
-same database, document for document, with the same error for the same records."""
+same database, document for document, with the same error for the same records; a batch an
+outage interrupted, projected again, ends as projected once; another projector's writes between
+a batch's reads and its writes are noticed."""
 
 from __future__ import annotations
 
@@ -12,9 +14,14 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 from pymongo.database import Database
+from pymongo.errors import AutoReconnect
 
+import projections.batch as batch_module
+from events.snapshots import SnapshotPromoted
+from events.turns import TurnRecorded
 from projections import ensure_indexes, project, project_batch
 from projections.batch import BatchOutcome
+from projections.store import MEMORY_WRITES, TURNS
 from tests.support.projection_log import Logged, random_log
 
 pytestmark = pytest.mark.integration
@@ -112,3 +119,82 @@ def test_the_random_logs_hold_every_kind_of_record_and_collision() -> None:
         "MemoryForgotten",
         "MemoryExpired",
     }
+
+
+def without_counter(db: Db) -> dict[str, dict[Any, dict[str, Any]]]:
+    """The read model but `memory_writes`, which counts every delivery (a redelivery too)."""
+    model = read_model(db)
+    model.pop(MEMORY_WRITES, None)
+    return model
+
+
+@pytest.mark.parametrize("interrupted_after", [0, 1, 3, 6])
+def test_a_batch_an_outage_interrupts_half_way_ends_as_once_when_projected_again(
+    databases: tuple[Db, Db], monkeypatch: pytest.MonkeyPatch, interrupted_after: int
+) -> None:
+    once, twice = databases
+    log = random_log(21, 90)
+    expected = project_batch(once, log).errors
+    sent = 0
+    real_bulk = batch_module._bulk
+
+    def failing_bulk(db: Db, collection: str, operations: list[Any]) -> None:
+        nonlocal sent
+        sent += 1
+        if sent > interrupted_after:
+            raise AutoReconnect("the database went away")
+        real_bulk(db, collection, operations)
+
+    monkeypatch.setattr(batch_module, "_bulk", failing_bulk)
+    with pytest.raises(AutoReconnect):
+        project_batch(twice, log)
+    monkeypatch.setattr(batch_module, "_bulk", real_bulk)
+    again = project_batch(twice, log)  # the projector's retry: the same records
+    assert [repr(e) for e in again.errors] == [repr(e) for e in expected]
+    assert without_counter(twice) == without_counter(once)
+
+
+def test_a_batch_whose_document_another_projector_wrote_meanwhile_is_decided_again(
+    databases: tuple[Db, Db], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference, db = databases
+    log = random_log(4, 60)
+    turn = next(event for event, _ in log if isinstance(event, TurnRecorded))
+    expected = one_by_one(reference, log)
+    real_fetch = batch_module._fetch
+    fetched: list[Any] = []
+
+    def fetch_then_another_projector(db: Db, plans: Any) -> Any:
+        decider = real_fetch(db, plans)
+        if (TURNS, turn.event_id) in decider.known:
+            fetched.append(decider.known[(TURNS, turn.event_id)])
+        if decider.known.get((TURNS, turn.event_id), "") is None:  # fetched: not there yet
+            project(db, turn, partition=0)  # written by another projector after the fetch
+        return decider
+
+    monkeypatch.setattr(batch_module, "_fetch", fetch_then_another_projector)
+    outcome = project_batch(db, log)
+    assert fetched[0] is None and fetched[1]["fingerprint"]  # refused, fetched again: stored
+    assert [None if e is None else repr(e) for e in outcome.errors] == expected
+    assert without_counter(db) == without_counter(reference)
+
+
+def test_a_turn_is_linked_to_a_snapshot_another_projector_wrote_while_the_batch_decided(
+    databases: tuple[Db, Db], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, db = databases
+    log = random_log(2, 40)
+    snapshot = next(event for event, _ in log if isinstance(event, SnapshotPromoted))
+    turns = [
+        (t, 0) for t, _ in log if isinstance(t, TurnRecorded) and t.event_id in snapshot.turn_ids
+    ]
+    real_send = batch_module._send
+
+    def another_projector_first(db: Db, decider: Any) -> int:
+        project(db, snapshot)  # its update of the turns finds none of them: not written yet
+        return real_send(db, decider)
+
+    monkeypatch.setattr(batch_module, "_send", another_projector_first)
+    project_batch(db, turns)
+    linked = {t["_id"]: t["snapshot_id"] for t in db[TURNS].find()}
+    assert linked == {turn.event_id: snapshot.event_id for turn, _ in turns}
