@@ -38,6 +38,7 @@ too). Everything else a record raises is its error, as `LiveWrites` would have r
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,7 @@ from projections.writes import LiveWrites
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
 SENT_AFTER = (MEMORY_WRITES,)
+SENDERS = 8
 
 Projected = tuple[AnyEvent, int | None]
 """An event to project and the partition it was read from (None when unknown)."""
@@ -425,11 +427,16 @@ def _at_once(calls: Sequence[Callable[[], Any]]) -> None:
         for call in calls:
             call()
         return
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        futures = [pool.submit(call) for call in calls]
+    futures = [_pool().submit(call) for call in calls]
     failures = [failure for f in futures if (failure := f.exception()) is not None]
     for failure in sorted(failures, key=lambda exc: not is_outage(exc)):
         raise failure
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """The threads sending a batch's collections (one per collection a batch may write)."""
+    return ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="projection")
 
 
 def _bulk(db: Db, collection: str, operations: list[Any]) -> None:

@@ -35,7 +35,7 @@ from handlers.sealing import KeyDestroyed
 from projections import LiveWrites, ensure_indexes, project_batch
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
 from projections.key_erasure import KeyForgetting, destroy_forgotten_keys
-from projections.progress import projected_offsets, store_progress
+from projections.progress import store_progress, topic_offsets
 from streams.app import faust_app, raw_table
 from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter_record
@@ -64,14 +64,17 @@ class ReadModelProgress:
         self._db = db
         self._fallback = fallback
         self._known: dict[TP, int | None] = {}
+        self._stored: dict[str, dict[int, int]] = {}
+        """What the read model held for each topic read so far (one query per topic)."""
 
     async def last_applied(self, tp: TP) -> int | None:
         if tp not in self._known:
-            found = await through_outages(
-                partial(asyncio.to_thread, projected_offsets, self._db, tp.topic, [tp.partition]),
-                f"reading the projector's progress on {tp.topic}[{tp.partition}]",
-            )
-            offset = found[tp.partition]
+            if tp.topic not in self._stored:
+                self._stored[tp.topic] = await through_outages(
+                    partial(asyncio.to_thread, topic_offsets, self._db, tp.topic),
+                    f"reading the projector's progress on {tp.topic}",
+                )
+            offset = self._stored[tp.topic].get(tp.partition)
             if offset is None:
                 offset = await self._fallback.last_applied(tp)
             self._known[tp] = offset
@@ -88,6 +91,7 @@ class ReadModelProgress:
     def forget(self) -> None:
         """After a rebalance another projector may have moved a partition on: read again."""
         self._known.clear()
+        self._stored.clear()
 
 
 def create_projector_app(
