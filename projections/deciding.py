@@ -75,10 +75,6 @@ class Decider:
     known: dict[Key, dict[str, Any] | None]
     tracked: dict[str, frozenset[str]]
     """The fields fetched for the stored documents of each collection."""
-    listed_in: dict[str, list[str]]
-    """The stored snapshots listing each turn the batch links, in the database's order."""
-    first_listing: Callable[[str], str | None]
-    """The snapshot the database finds first for a turn (when several list it)."""
     fetched: dict[Key, dict[str, Any]] = field(default_factory=dict)
     """The stored documents as fetched, before the batch changed them."""
     new: set[Key] = field(default_factory=set)
@@ -138,10 +134,10 @@ class Decider:
             document: dict[str, Any] = {"_id": ids}
             apply_change(document, change, inserting=True)
             self._create(key, document)
-        elif state is _NOT_FETCHED:
-            if upsert:
-                raise Unsupported("an upsert of a document that was not fetched")
-            self._send(key, selector, change, certain=not condition)
+        elif state is _NOT_FETCHED:  # no decision reads it: the server applies the write
+            if upsert and condition:
+                raise Unsupported("a conditional upsert of a document that was not fetched")
+            self._send(key, selector, change, upsert=upsert, certain=not condition)
         else:
             assert isinstance(state, dict)
             self._update_stored(key, state, selector, change, upsert=upsert, collision=collision)
@@ -200,12 +196,8 @@ class Decider:
         return self.claim(collection, doc_id, slot, record, fingerprint, created=created)
 
     def link_turn(self, turn_id: str) -> None:
-        stored = self.listed_in.get(turn_id, [])
-        if len(stored) > 1:
-            snapshot = self.first_listing(turn_id)
-        else:
-            snapshot = stored[0] if stored else self.listing.get(turn_id)
-        if snapshot is None:
+        snapshot = self.listing.get(turn_id)
+        if snapshot is None:  # a stored snapshot's, or none yet: looked up after the writes
             self.unlinked[turn_id] = None
             return
         self.update(TURNS, {"_id": turn_id}, {"$set": {"snapshot_id": snapshot}})
