@@ -37,7 +37,6 @@ too). Everything else a record raises is its error, as `LiveWrites` would have r
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,10 +76,12 @@ Projected = tuple[AnyEvent, int | None]
 @dataclass
 class BatchOutcome:
     """What `project_batch` did: each record's error (None: projected), how many writes it
-    sent, and how many of its runs fell back to projecting record by record."""
+    sent, how many of its runs it decided again, how many it projected record by record."""
 
     errors: list[Exception | None]
     writes: int = 0
+    retries: int = 0
+    """Runs decided again after the database refused a bulk (another projector's write)."""
     fallbacks: int = 0
 
 
@@ -287,7 +288,6 @@ def _fetch(db: Db, plans: Sequence[_Plan]) -> Decider:
     wanted = _wanted(plans)
     known: dict[Key, dict[str, Any] | None] = {}
     tracked: dict[str, frozenset[str]] = {}
-    fetched: dict[Key, dict[str, Any]] = {}
     for collection, ids in wanted.ids.items():
         fields = _outermost(wanted.fields.get(collection, set()))
         tracked[collection] = frozenset(fields)
@@ -295,8 +295,7 @@ def _fetch(db: Db, plans: Sequence[_Plan]) -> Decider:
         projection = {name: 1 for name in fields} or {"_id": 1}
         for document in db[collection].find({"_id": {"$in": list(ids)}}, projection):
             known[(collection, document["_id"])] = document
-            fetched[(collection, document["_id"])] = copy.deepcopy(document)
-    return Decider(known, tracked, fetched)
+    return Decider(known, tracked)
 
 
 def _outermost(fields: set[str]) -> list[str]:
@@ -455,6 +454,7 @@ def _project_run(
             break
         except _Refused as exc:
             log.warning("deciding %d records again (attempt %d): %s", len(run), attempt, exc)
+            outcome.retries += 1
             continue
         except Exception as exc:
             if is_outage(exc):

@@ -25,6 +25,7 @@ wrongly, and the batch is decided again (`projections.batch`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,6 +67,10 @@ class Queued:
     certain: bool = False
     """Its condition is known to hold (none, or decided by the batch): it may be merged."""
     insert: bool = False
+    before: dict[str, Any] | None = None
+    """The fetched fields of the document as they stood just before this update."""
+    fields: frozenset[str] = frozenset()
+    """Which fields were fetched."""
 
 
 @dataclass
@@ -75,8 +80,6 @@ class Decider:
     known: dict[Key, dict[str, Any] | None]
     tracked: dict[str, frozenset[str]]
     """The fields fetched for the stored documents of each collection."""
-    fetched: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    """The stored documents as fetched, before the batch changed them."""
     new: set[Key] = field(default_factory=set)
     queues: dict[str, list[Queued]] = field(default_factory=dict)
     last: dict[Key, Queued] = field(default_factory=dict)
@@ -168,9 +171,11 @@ class Decider:
         if key in self.new:
             self._apply(key, state, taking, inserting=False)
         else:
+            before = copy.deepcopy(state)
             apply_change(state, taking, inserting=False)
             selector = {"_id": doc_id, slot: {"$exists": False}}
-            self._send(key, selector, _claiming(slot, value, created), upsert=True, certain=True)
+            change = _claiming(slot, value, created)
+            self._send(key, selector, change, upsert=True, certain=True, before=before)
         return True
 
     def replace_failed(
@@ -191,8 +196,9 @@ class Decider:
             if key in self.new:
                 self._apply(key, state, replacing, inserting=False)
             else:
+                before = copy.deepcopy(state)
                 apply_change(state, replacing, inserting=False)
-                self._send(key, {"_id": doc_id, **failed}, replacing, certain=True)
+                self._send(key, {"_id": doc_id, **failed}, replacing, certain=True, before=before)
         return self.claim(collection, doc_id, slot, record, fingerprint, created=created)
 
     def link_turn(self, turn_id: str) -> None:
@@ -207,18 +213,6 @@ class Decider:
 
     def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
         raise Unsupported("a read inside a run (the batch projects erasures on their own)")
-
-    def _as_fetched(self, key: Key, path: str) -> dict[str, Any] | None:
-        """A condition that the fetched field holding `path` still holds what was fetched (None
-        when that cannot be said exactly)."""
-        fields = [f for f in self.tracked.get(key[0], ()) if covered(path, [f])]
-        fetched = self.fetched.get(key)
-        if len(fields) != 1 or fetched is None:
-            return None
-        values, through_array = walk(fetched, fields[0])
-        if through_array or len(values) > 1 or (values and values[0] is None):
-            return None
-        return {fields[0]: values[0] if values else {"$exists": False}}
 
     # -- what the batch holds --------------------------------------------------------------------
 
@@ -308,9 +302,10 @@ class Decider:
             return  # matches nothing: nothing to send
         if (upsert and set(change) == {"$setOnInsert"}) or _unchanged(state, change, fetched):
             return  # the document exists and holds it already: nothing to set
+        before = copy.deepcopy(state)
         apply_change(state, change, inserting=False)
         self._note_turns(key, state)
-        self._send(key, selector, change, upsert=upsert, certain=True)
+        self._send(key, selector, change, upsert=upsert, certain=True, before=before)
 
     def _send(
         self,
@@ -320,16 +315,33 @@ class Decider:
         *,
         upsert: bool = False,
         certain: bool = False,
+        before: dict[str, Any] | None = None,
     ) -> None:
+        """Queue an update of `key`, folded into the one queued before it when that changes
+        nothing; `before`: the fetched fields as they stood just before it (decided writes)."""
         previous = self.last.get(key)
         if certain and previous is not None:
-            merged = _merged(previous, selector, change, upsert, partial(self._as_fetched, key))
+            merged = _merged(previous, selector, change, upsert, partial(_as_held, previous))
             if merged is not None:
                 previous.selector, previous.change, previous.upsert = merged
                 return
         queued = Queued(key[0], key, selector, change, upsert=upsert, certain=certain)
+        queued.before = before
+        queued.fields = self.tracked.get(key[0], frozenset())
         self.queues.setdefault(key[0], []).append(queued)
         self.last[key] = queued
+
+
+def _as_held(queued: Queued, path: str) -> dict[str, Any] | None:
+    """A condition that the fetched field holding `path` still holds, when `queued` is applied,
+    what it held then (None when that cannot be said exactly)."""
+    fields = [f for f in queued.fields if covered(path, [f])]
+    if len(fields) != 1 or queued.before is None:
+        return None
+    values, through_array = walk(queued.before, fields[0])
+    if through_array or len(values) > 1 or (values and values[0] is None):
+        return None
+    return {fields[0]: values[0] if values else {"$exists": False}}
 
 
 _NOT_FETCHED: Any = object()
@@ -386,14 +398,15 @@ def _merged(
     selector: dict[str, Any],
     change: dict[str, Any],
     upsert: bool,
-    as_fetched: Callable[[str], dict[str, Any] | None],
+    as_held: Callable[[str], dict[str, Any] | None],
 ) -> tuple[dict[str, Any], dict[str, Any], bool] | None:
     """`previous` and the next write of the same document as one update, when sending them
     together changes nothing: both conditions decided to hold, no field written by both except
     counters added, lists pushed, values set or raised. A second condition that reads what the
-    first write changes is replaced by the fetched values it was decided on (`as_fetched`), and
-    the update becomes an upsert: if the document changed since, it fails on its duplicate id
-    instead of doing nothing (the batch is decided again)."""
+    first write changes is replaced by the values it was decided on (`as_held`: the fetched
+    fields as they stood just before the first write), and the update becomes an upsert: if
+    the document changed since, it fails on its duplicate id instead of doing nothing (the
+    batch is decided again)."""
     if previous.insert or previous.many or not previous.certain:
         return None
     if not set(previous.change) | set(change) <= _MERGEABLE:
@@ -402,7 +415,7 @@ def _merged(
     written = changed_paths(previous.change)
     read = condition_paths(condition)
     if any(overlapping(path, done) for path in read for done in written):
-        guards = [as_fetched(path) for path in read]
+        guards = [as_held(path) for path in read]
         if any(guard is None for guard in guards):
             return None
         condition = {name: value for guard in guards if guard for name, value in guard.items()}
