@@ -31,6 +31,14 @@ def projected_offsets(db: Db, topic: str, partitions: Iterable[int]) -> dict[int
     return {partition: found.get(partition) for partition in wanted.values()}
 
 
+def topic_offsets(db: Db, topic: str) -> dict[int, int]:
+    """The last projected offset of every partition of `topic` the read model has progress for."""
+    return {
+        int(document["partition"]): int(document["offset"])
+        for document in db[PROJECTOR_PROGRESS].find({"topic": topic})
+    }
+
+
 def store_progress(db: Db, offsets: Mapping[tuple[str, int], int]) -> None:
     """Record the last applied offset of each (topic, partition), never moving one back."""
     if not offsets:
