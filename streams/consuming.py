@@ -48,7 +48,8 @@ async def apply_batches(
     async for events in cast(faust.Stream[bytes], stream).take_events(max_records, within):
         records = await guard.admitted([InputRecord.from_event(event) for event in events])
         if records:
-            await apply(records)
+            with guard.working():
+                await apply(records)
 
 
 class ConcurrentRecords:
@@ -82,10 +83,11 @@ class ConcurrentRecords:
         record: InputRecord,
         event: EventT[bytes] | None,
     ) -> None:
-        await apply(record)
-        reached = self.prefix.finished(record)
-        if reached is not None:
-            await self.progress.store({record.tp: reached})
+        with self.guard.working():
+            await apply(record)
+            reached = self.prefix.finished(record)
+            if reached is not None:
+                await self.progress.store({record.tp: reached})
         if event is not None:
             await stream.ack(event)
 

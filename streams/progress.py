@@ -27,7 +27,12 @@ A skipped record with no later record in its partition reveals no gap. For that 
 `reread_skipped` (run by a timer) compares the group's committed offsets (read through the
 public consumer API, `streams.log_reader.CommittedOffsets`) with the progress: a commit beyond
 the last applied record can only come from a skip, and in a quiet partition seeking back to the
-first unapplied record (`Consumer.seek`, public on Faust's `ConsumerT`) is safe.
+first unapplied record (`Consumer.seek`, public on Faust's `ConsumerT`; it resets the offset
+below which Faust drops re-fetched records) is safe. A tail the consumer fetched and dropped
+without committing past it shows in the partition's end offset instead: when the end stays
+beyond the next expected offset for two checks in a row while the stage is idle (nothing being
+applied, nothing admitted into that partition), the records are not coming, and the guard
+seeks back to them too.
 
 The stages no longer apply one record at a time. The window and the projector apply *batches*
 (`admitted` turns a batch of events into the records to apply, in order, redeliveries dropped
@@ -43,7 +48,16 @@ expects in memory (from the stored progress at first sight of the partition, or 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from faust.types import TP, TableT
@@ -183,6 +197,18 @@ class PartitionGuard:
         self._stage = stage
         self._topics = frozenset(topics)
         self._next: dict[TP, int] = {}
+        self._working = 0
+        self._waiting: dict[TP, int] = {}
+        """Partitions whose end was beyond the next expected offset at the last check (idle)."""
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Around the stage applying admitted records: a quiet tail is judged only when idle."""
+        self._working += 1
+        try:
+            yield
+        finally:
+            self._working -= 1
 
     async def last_applied(self, tp: TP) -> int | None:
         return await self.progress.last_applied(tp)
@@ -234,7 +260,8 @@ class PartitionGuard:
             return
         committed = await self._read_commits(assigned)
         applied = {tp: await self.progress.last_applied(tp) for tp in committed}
-        for tp, offset in unapplied_commits(committed, applied.get).items():
+        behind = unapplied_commits(committed, applied.get)
+        for tp, offset in behind.items():
             log.warning(
                 "%s: the group committed %s[%d] up to %s but applied only up to %d; re-reading",
                 self._stage,
@@ -243,10 +270,43 @@ class PartitionGuard:
                 committed[tp],
                 offset - 1,
             )
-            try:
-                await app.consumer.seek(tp, offset)
-            except Exception:  # the next check tries again
-                log.exception("%s: seeking back to unapplied records failed", self._stage)
+            await self._seek(app, tp, offset)
+        await self._reread_quiet_tails(app, [tp for tp in assigned if tp not in behind], applied)
+
+    async def _reread_quiet_tails(
+        self, app: Any, assigned: Sequence[TP], applied: Mapping[TP, int | None]
+    ) -> None:
+        """Seek back to records that wait at a partition's end and have not come for a whole
+        check while the stage was idle (fetched and dropped by the consumer, never committed)."""
+        if self._working or not assigned:
+            self._waiting.clear()
+            return
+        ends = await app.consumer.highwaters(*assigned)
+        waiting: dict[TP, int] = {}
+        for tp in assigned:
+            expected = self._next.get(tp, next_offset(applied.get(tp)))
+            end = ends.get(tp)
+            if end is None or end <= expected:
+                continue
+            if self._waiting.get(tp) != expected:
+                waiting[tp] = expected  # maybe still on its way: judged at the next check
+                continue
+            log.warning(
+                "%s: %s[%d] holds records from %d to %d the consumer did not deliver; re-reading",
+                self._stage,
+                tp.topic,
+                tp.partition,
+                expected,
+                end - 1,
+            )
+            await self._seek(app, tp, expected)
+        self._waiting = waiting
+
+    async def _seek(self, app: Any, tp: TP, offset: int) -> None:
+        try:
+            await app.consumer.seek(tp, offset)
+        except Exception:  # the next check tries again
+            log.exception("%s: seeking back to unapplied records failed", self._stage)
 
 
 def guard_partitions(

@@ -203,13 +203,17 @@ def test_commits_beyond_the_progress_are_found() -> None:
 
 @dataclass
 class Consumer:
-    """A Faust consumer's public surface the guard uses: its assignment and `seek`."""
+    """A Faust consumer's public surface the guard uses: its assignment, end offsets, `seek`."""
 
     assigned: set[TP]
     seeks: list[dict[TP, int]] = field(default_factory=list)
+    ends: dict[TP, int] = field(default_factory=dict)
 
     def assignment(self) -> set[TP]:
         return self.assigned
+
+    async def highwaters(self, *partitions: TP) -> dict[TP, int]:
+        return {tp: self.ends[tp] for tp in partitions if tp in self.ends}
 
     async def seek(self, tp: TP, offset: int) -> None:
         self.seeks.append({tp: offset})
@@ -268,3 +272,35 @@ def test_nothing_is_read_again_while_rebalancing_or_when_up_to_date() -> None:
         )
         asyncio.run(guard.reread_skipped(app))
     assert rebalancing.consumer.seeks == up_to_date.consumer.seeks == []
+
+
+def test_records_at_a_quiet_end_not_delivered_for_a_whole_check_while_idle_are_read_again() -> None:
+    guard = PartitionGuard(
+        Progress({TURNS: 4}), Log(), stage="window", topics=["turns"], read_commits=commits({})
+    )
+    app = App(Consumer({TURNS}, ends={TURNS: 8}))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == []  # maybe still on their way
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == [{TURNS: 5}]
+
+
+def test_a_quiet_end_is_not_judged_while_the_stage_applies_or_after_it_admitted_more() -> None:
+    guard = PartitionGuard(
+        Progress({TURNS: 4}), Log(), stage="window", topics=["turns"], read_commits=commits({})
+    )
+    app = App(Consumer({TURNS}, ends={TURNS: 8}))
+    asyncio.run(guard.reread_skipped(app))
+    with guard.working():
+        asyncio.run(guard.reread_skipped(app))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == []  # the idle checks were not in a row
+    asyncio.run(guard.admitted([record_at(5)]))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == []  # it moved on since the last check
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == [{TURNS: 6}]
+    app.consumer.ends = {TURNS: 6}
+    asyncio.run(guard.reread_skipped(app))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == [{TURNS: 6}]  # up to the end: nothing waits
