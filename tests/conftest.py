@@ -95,4 +95,4 @@ def pipeline_factory(
 
     yield start
     for harness in harnesses:
-        harness.stop()
+        harness.discard()

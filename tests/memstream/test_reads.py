@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 from memstream.client import MemoryClient
 from memstream.sync_client import SyncMemoryClient
 from tests.support.pipeline import PipelineHarness, eventually
+from tests.support.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.integration
 THRESHOLDS = {"MEMSTREAM_REINFORCE_THRESHOLD": "0.97", "MEMSTREAM_ASK_THRESHOLD": "0.5"}
@@ -27,8 +30,31 @@ def facts(*statements: str) -> dict[str, Any]:
 
 @pytest.fixture
 def learned(pipeline_factory: Any) -> PipelineHarness:
-    """A pipeline where `pia` said where she lives, works, what she drinks, then moved."""
-    pipeline: PipelineHarness = pipeline_factory(**THRESHOLDS)
+    """A pipeline of its own (for a test that writes) where `pia` said where she lives, works,
+    what she drinks, then moved."""
+    return taught(pipeline_factory(**THRESHOLDS))
+
+
+@pytest.fixture(scope="module")
+def learned_once(broker: Any, mongo: Any, tmp_path_factory: Any) -> Iterator[PipelineHarness]:
+    """The same, shared by this module's tests that only read (a pipeline start is most of
+    what an integration test costs)."""
+    with ScriptedLLM() as llm:
+        harness = PipelineHarness(
+            broker=broker,
+            mongo_uri=mongo.uri,
+            llm=llm,
+            run_id=uuid.uuid4().hex[:10],
+            log_dir=tmp_path_factory.mktemp("reads"),
+            environment=dict(THRESHOLDS),
+        )
+        try:
+            yield taught(harness.start())
+        finally:
+            harness.discard()
+
+
+def taught(pipeline: PipelineHarness) -> PipelineHarness:
     llm = pipeline.llm
     llm.on(
         "NEW: The user lives in Porto.",
@@ -63,8 +89,10 @@ def learned(pipeline_factory: Any) -> PipelineHarness:
     return pipeline
 
 
-def test_search_finds_the_current_answer_and_only_the_users_own(learned: PipelineHarness) -> None:
-    with SyncMemoryClient(learned.settings) as client:
+def test_search_finds_the_current_answer_and_only_the_users_own(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
         for mode in ("hybrid", "vector", "keyword"):
             found = client.search("pia", "the user lives in", limit=2, mode=mode)
             assert found and found[0]["text"] == "The user lives in Porto.", mode
@@ -76,8 +104,10 @@ def test_search_finds_the_current_answer_and_only_the_users_own(learned: Pipelin
         assert client.search("pia", "tea", subject="John") == []
 
 
-def test_history_lists_every_version_with_the_event_that_made_it(learned: PipelineHarness) -> None:
-    with SyncMemoryClient(learned.settings) as client:
+def test_history_lists_every_version_with_the_event_that_made_it(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
         (porto,) = [m for m in client.memories("pia") if "Porto" in m["text"]]
         versions = client.history("pia", porto["memory_id"])
         assert [(v["version"], v["status"], v["text"]) for v in versions] == [
@@ -88,8 +118,10 @@ def test_history_lists_every_version_with_the_event_that_made_it(learned: Pipeli
         assert client.history("zed", porto["memory_id"]) == []  # never across users
 
 
-def test_memories_as_of_a_past_time_show_the_version_current_then(learned: PipelineHarness) -> None:
-    with SyncMemoryClient(learned.settings) as client:
+def test_memories_as_of_a_past_time_show_the_version_current_then(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
         versions = client.memories("pia", history=True)
         (old,) = [v for v in versions if v["text"] == "The user lives in Lisbon."]
         (new,) = [v for v in versions if v["text"] == "The user lives in Porto."]
@@ -154,20 +186,22 @@ def memstream_cli(pipeline: PipelineHarness, *args: str, timeout: float = 120) -
     )
 
 
-def test_the_events_command_prints_json_lines(learned: PipelineHarness) -> None:
+def test_the_events_command_prints_json_lines(learned_once: PipelineHarness) -> None:
     import json
 
-    result = memstream_cli(learned, "events", "--user", "pia", "--json")
+    result = memstream_cli(learned_once, "events", "--user", "pia", "--json")
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert [e["event_type"] for e in events] == ["MemoryAdded"] * 3 + ["MemoryUpdated"]
     assert {e["user_id"] for e in events} == {"pia"}
 
 
-def test_the_status_command_reports_health_lag_and_waiting_work(learned: PipelineHarness) -> None:
+def test_the_status_command_reports_health_lag_and_waiting_work(
+    learned_once: PipelineHarness,
+) -> None:
     import json
 
-    result = memstream_cli(learned, "status", "--json")
+    result = memstream_cli(learned_once, "status", "--json")
     report = json.loads(result.stdout)
     assert report["broker"]["reachable"] and report["database"]["reachable"]
     assert report["enabled_types"] == ["semantic"]
@@ -181,19 +215,21 @@ def test_the_status_command_reports_health_lag_and_waiting_work(learned: Pipelin
     }
     assert report["snapshots_waiting"] == {"semantic": 0}
     assert report["health"] == "healthy" and result.returncode == 0
-    assert report["models"]["llm"].startswith(f"{learned.llm.model} at {learned.llm.base_url}")
-    text = memstream_cli(learned, "status")
+    assert report["models"]["llm"].startswith(
+        f"{learned_once.llm.model} at {learned_once.llm.base_url}"
+    )
+    text = memstream_cli(learned_once, "status")
     assert text.stdout.startswith("health: healthy")
     assert "dead letters: none" in text.stdout
     assert "llm: scripted-llm at http" in text.stdout and ", reachable" in text.stdout
     assert "embedder: " in text.stdout
 
 
-def test_every_named_query_runs_and_prints_its_pipeline(learned: PipelineHarness) -> None:
+def test_every_named_query_runs_and_prints_its_pipeline(learned_once: PipelineHarness) -> None:
     import json
 
     def query(*args: str) -> list[dict[str, Any]]:
-        result = memstream_cli(learned, "query", *args, "--json")
+        result = memstream_cli(learned_once, "query", *args, "--json")
         assert result.returncode == 0, result.stderr
         return [json.loads(line) for line in result.stdout.splitlines()]
 
@@ -208,7 +244,7 @@ def test_every_named_query_runs_and_prints_its_pipeline(learned: PipelineHarness
         "The user lives in Porto.",
     )
     memory_id = next(
-        m["memory_id"] for m in learned.memories(user_id="pia") if "Porto" in m["text"]
+        m["memory_id"] for m in learned_once.memories(user_id="pia") if "Porto" in m["text"]
     )
     assert [r["version"] for r in query("lineage", "--user", "pia", "--memory", memory_id)] == [
         1,
@@ -218,11 +254,13 @@ def test_every_named_query_runs_and_prints_its_pipeline(learned: PipelineHarness
     assert {r["reason"] for r in query("promotions")} == {"flush"}
     assert query("waiting") == [{"memory_type": "semantic", "waiting": 0}]
     assert query("dead-letters") == []
-    csv = memstream_cli(learned, "query", "counts", "--csv").stdout.splitlines()
+    csv = memstream_cli(learned_once, "query", "counts", "--csv").stdout.splitlines()
     assert set(csv[0].split(",")) == {"user_id", "memory_type", "memories"} and len(csv) == 3
-    explained = memstream_cli(learned, "query", "superseded", "--user", "pia", "--explain").stdout
+    explained = memstream_cli(
+        learned_once, "query", "superseded", "--user", "pia", "--explain"
+    ).stdout
     assert explained.startswith("db.memories.aggregate([") and '"user_id": "pia"' in explained
-    listed = memstream_cli(learned, "query").stdout
+    listed = memstream_cli(learned_once, "query").stdout
     assert "most-reinforced" in listed and "dead-letters" in listed
 
 

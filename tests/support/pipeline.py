@@ -94,6 +94,14 @@ class PipelineHarness:
         self.pipeline.stop()
         self._mongo.close()
 
+    def discard(self) -> None:
+        """At a test's end: SIGKILL every worker (its topics, groups and database are never
+        used again, so a clean shutdown would only cost seconds per test; clean stops and
+        kills are tested where they matter)."""
+        for process in self.pipeline.processes.values():
+            process.kill()
+        self._mongo.close()
+
     def record(self, user_id: str, session_id: str, messages: list[dict[str, Any]]) -> None:
         asyncio.run(self._record(user_id, session_id, messages))
 
