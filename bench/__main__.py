@@ -39,6 +39,7 @@ SUITES: tuple[str, ...] = (
     "locomo",
     "sealing",
     "encryption",
+    "scale",
 )
 """Suite modules under ``bench.suites``, in the order they run and are reported."""
 
@@ -59,6 +60,7 @@ def run_suite(name: str, context: BenchContext) -> dict[str, Any]:
             "seconds": time.perf_counter() - started,
         }
     seconds = time.perf_counter() - started
+    context.results[name] = result
     print(f"   {name}: {len(result.figures)} figures in {seconds:.0f} s", file=sys.stderr)
     return {
         "figures": [figure.to_json() for figure in result.figures],
@@ -115,6 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--locomo", type=Path, default=None, help="path to locomo10.json (never committed)"
     )
+    parser.add_argument(
+        "--scale-history",
+        type=int,
+        default=None,
+        metavar="H",
+        help="the scale suite's restart figures compare histories of H and 10H "
+        "(default: 100 with --quick, 1000 otherwise)",
+    )
     args = parser.parse_args(argv)
 
     brokers: list[BrokerKind] = []
@@ -145,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         "local_model": local_model,
         "suites": {},
     }
-    options = {"local_model": local_model, "locomo": args.locomo}
+    options = {
+        "local_model": local_model,
+        "locomo": args.locomo,
+        "scale_history": args.scale_history,
+    }
     with bench_context(quick=args.quick, brokers=brokers, options=options) as context:
         for suite in chosen:
             report["suites"][suite] = run_suite(suite, context)

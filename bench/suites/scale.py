@@ -1,0 +1,262 @@
+"""Scale: every figure of issue 22 ("cost that grows with traffic, not with history") in one run.
+
+    python -m bench scale [--quick] [--brokers apache,tansu] [--scale-history H]
+
+Each figure is a ratio against a baseline measured in the same run:
+
+1. **Extraction vs a bare client** (`bench.scale_extraction`): 40 and 400 users (quick: 40) each
+   flush one short session through the pipeline `memstream up` runs, against a stub LLM that
+   answers every request after exactly 1 s; the same calls sent again by a bare aiohttp client
+   with the pipeline's total in-flight limit (extraction workers x
+   `MEMSTREAM_LLM_MAX_IN_FLIGHT`, 8). Unit: LLM calls/s, so the ratio is the bare client's time
+   over the pipeline's. Aim ≥ 0.8.
+2. **Two workers per memory type vs one**, same users, same stub, 8 partitions: a second
+   `memstream worker --stage extract:<type>` per type in the same consumer groups. Unit:
+   extractions (snapshot x type results) per second. Aim ≥ 1.7.
+3. **Restart time and RSS at 10x the history** (`bench.scale_history`): the window with H and
+   10H closed sessions, extract:semantic and the projector with H and 10H memories; H = 1,000
+   (quick: 100; `--scale-history H` to change it). Ratio: the 10H figure over the H figure.
+   Aim ≤ 1.3.
+4. **First search vs warm search** at 1k and 10k memories (aim ≤ 3): measured by the search
+   suite (`bench/suites/search.py`); reported here once it has that figure (see
+   `SEARCH_FIRST_VS_WARM`).
+5. **The window vs a bare consume→produce loop** (aim ≥ 0.5), **the live projector and replay
+   vs raw `bulk_write`** (aims ≥ 0.5 and ≥ 0.8): the window and projection suites' own figures,
+   taken from this run when `bench all` ran them already, else measured here by their code.
+
+Figures 1 to 3 run on every broker chosen; the quick (CI) profile runs them on the first broker of
+`--brokers` only (figure 5 comes from the window and projection suites, on every broker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.core import Aim, BenchContext, BrokerKind, Figure, SuiteResult
+from bench.scale_extraction import (
+    LLM_SECONDS,
+    MAX_IN_FLIGHT,
+    PARTITIONS,
+    calls_per_second,
+    extraction_pipeline,
+    pipeline_round,
+)
+from bench.scale_history import Restart, growth, memory_history, window_history
+
+SEARCH_FIRST_VS_WARM = "first search vs warm"
+"""Search-suite figures whose benchmark name contains this are reported here (figure 4)."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    users: tuple[int, ...]
+    """Users of the extraction rounds (one session each), with one and two workers per type."""
+    history: int
+    """H: the restart figures compare H and 10H."""
+    every_broker: bool
+
+
+QUICK = Profile(users=(40,), history=100, every_broker=False)
+FULL = Profile(users=(40, 400), history=1_000, every_broker=True)
+
+
+# ---- figures 1 and 2 ----------------------------------------------------------------------------
+
+
+def extraction_rounds(
+    context: BenchContext, kind: BrokerKind, users: Sequence[int]
+) -> dict[str, Any]:
+    """Every size with one worker per type, then again with two."""
+    broker = context.broker(kind)
+    rounds: dict[str, list[dict[str, Any]]] = {"one_worker": [], "two_workers": []}
+    with extraction_pipeline(
+        kind,
+        bootstrap=broker.bootstrap_servers,
+        mongo_uri=context.mongo().uri,
+        workdir=context.workdir / f"scale-extraction-{kind}",
+    ) as running:
+        for count in users:
+            rounds["one_worker"].append(pipeline_round(running, count, uuid.uuid4().hex[:8]))
+        second = running.add_second_workers()
+        for count in users:
+            rounds["two_workers"].append(pipeline_round(running, count, uuid.uuid4().hex[:8]))
+    return {"second_workers_ready_seconds": second, **rounds}
+
+
+def extraction_figures(kind: str, raw: dict[str, Any]) -> list[Figure]:
+    figures = []
+    for found in raw["one_worker"]:
+        calls = found["calls"]["chat"] + found["calls"]["embeddings"]
+        figures.append(
+            Figure(
+                "extraction, pipeline vs bare client",
+                f"{kind}, {found['users']} users, {LLM_SECONDS:g} s stub LLM",
+                "LLM calls/s",
+                calls_per_second(calls, found["seconds"]),
+                calls_per_second(calls, found["bare"]["seconds"]),
+                f"bare aiohttp client, the same {calls} calls, "
+                f"{found['in_flight_limit']} in flight",
+                Aim(">=", 0.8),
+                f"{found['seconds']:.1f} s vs {found['bare']['seconds']:.1f} s; at most "
+                f"{found['max_in_flight_seen']} calls in flight "
+                f"({found['extraction_workers']} workers x MEMSTREAM_LLM_MAX_IN_FLIGHT "
+                f"{found['max_in_flight_setting']})",
+            )
+        )
+    for one, two in zip(raw["one_worker"], raw["two_workers"], strict=True):
+        figures.append(
+            Figure(
+                "two workers per memory type vs one",
+                f"{kind}, {one['users']} users, {PARTITIONS} partitions, "
+                f"{LLM_SECONDS:g} s stub LLM",
+                "extractions/s",
+                calls_per_second(two["results"], two["seconds"]),
+                calls_per_second(one["results"], one["seconds"]),
+                "one worker per type, the same workload",
+                Aim(">=", 1.7),
+                f"{two['seconds']:.1f} s vs {one['seconds']:.1f} s; at most "
+                f"{two['max_in_flight_seen']} vs {one['max_in_flight_seen']} calls in flight",
+            )
+        )
+    return figures
+
+
+# ---- figure 3 -----------------------------------------------------------------------------------
+
+HISTORY_UNITS = {
+    "window": "closed sessions",
+    "extract:semantic": "memories",
+    "projector": "memories",
+}
+
+
+def history_restarts(context: BenchContext, kind: BrokerKind, history: int) -> list[Restart]:
+    sizes = (history, 10 * history)
+    broker = context.broker(kind)
+    common = {"bootstrap": broker.bootstrap_servers, "mongo_uri": context.mongo().uri}
+    window = window_history(
+        kind, workdir=context.workdir / f"scale-window-{kind}", sizes=sizes, **common
+    )
+    memories = memory_history(
+        kind, workdir=context.workdir / f"scale-memories-{kind}", sizes=sizes, **common
+    )
+    return [*window, *memories]
+
+
+def history_figures(kind: str, restarts: Sequence[Restart]) -> list[Figure]:
+    figures = []
+    for stage, unit in HISTORY_UNITS.items():
+        small, large = growth(restarts, stage)
+        setting = f"{kind}, {large.history:,} vs {small.history:,} {unit}"
+        baseline = f"the same at {small.history:,} {unit}"
+        figures.append(
+            Figure(
+                f"restart time at 10x history, {stage}",
+                setting,
+                "s",
+                large.caught_up_seconds,
+                small.caught_up_seconds,
+                baseline,
+                Aim("<=", 1.3),
+                f"start to the fresh workload's output; ready marker at "
+                f"{large.ready_seconds:.1f} vs {small.ready_seconds:.1f} s",
+            )
+        )
+        figures.append(
+            Figure(
+                f"RSS at 10x history, {stage}",
+                setting,
+                "MB",
+                large.rss_mb,
+                small.rss_mb,
+                baseline,
+                Aim("<=", 1.3),
+                f"after the fresh workload (peak {large.peak_rss_mb:.0f} vs "
+                f"{small.peak_rss_mb:.0f} MB)",
+            )
+        )
+    return figures
+
+
+# ---- figures 4 and 5: other suites' figures -----------------------------------------------------
+
+ISSUE_AIMS: dict[str, dict[str, Aim | None]] = {
+    "window": {"window": Aim(">=", 0.5)},
+    "projection": {"projection live": Aim(">=", 0.5), "replay": Aim(">=", 0.8)},
+}
+"""Per suite, the benchmarks of its figures that issue 22 names, with the issue's aims."""
+
+
+def other_suite(context: BenchContext, name: str) -> SuiteResult:
+    import importlib
+
+    module = importlib.import_module(f"bench.suites.{name}")
+    run: Callable[[BenchContext], SuiteResult] = module.run
+    if name not in context.results:
+        print(f"── scale: running the {name} suite for its figures …", file=sys.stderr, flush=True)
+    return context.suite_result(name, run)
+
+
+def issue_figures(name: str, result: SuiteResult) -> list[Figure]:
+    """The figures of suite `name` that the issue names, with its aims, noted as theirs."""
+    chosen = []
+    for figure in result.figures:
+        if name == "search":
+            if SEARCH_FIRST_VS_WARM in figure.benchmark:
+                chosen.append(dataclasses.replace(figure, aim=figure.aim or Aim("<=", 3)))
+            continue
+        aims = ISSUE_AIMS.get(name, {})
+        if figure.benchmark in aims:
+            note = f"{figure.note}; " if figure.note else ""
+            chosen.append(
+                dataclasses.replace(
+                    figure, aim=aims[figure.benchmark], note=f"{note}the {name} suite's figure"
+                )
+            )
+    return chosen
+
+
+# ---- the suite ----------------------------------------------------------------------------------
+
+
+def run(context: BenchContext) -> SuiteResult:
+    profile = QUICK if context.quick else FULL
+    history = int(context.options.get("scale_history") or profile.history)
+    brokers = context.brokers if profile.every_broker else context.brokers[:1]
+    raw: dict[str, Any] = {
+        "profile": dataclasses.asdict(profile) | {"history": history},
+        "brokers": list(brokers),
+        "partitions": PARTITIONS,
+        "max_in_flight_setting": MAX_IN_FLIGHT,
+        "llm_seconds": LLM_SECONDS,
+    }
+    figures: list[Figure] = []
+    for kind in brokers:
+        extraction = extraction_rounds(context, kind, profile.users)
+        raw[f"extraction-{kind}"] = extraction
+        figures += extraction_figures(kind, extraction)
+        restarts = history_restarts(context, kind, history)
+        raw[f"history-{kind}"] = [r.to_json() for r in restarts]
+        figures += history_figures(kind, restarts)
+    for name in ("search", "window", "projection"):
+        if name == "search" and name not in context.results:
+            raw["search"] = "not run: figure 4 comes from the search suite of a `bench all` run"
+            continue
+        try:
+            figures += issue_figures(name, other_suite(context, name))
+        except Exception as error:  # reported; the figures measured above still count
+            traceback.print_exc()
+            raw[name] = {"error": f"{type(error).__name__}: {error}"}
+    return SuiteResult(figures, raw)
+
+
+if __name__ == "__main__":
+    from bench.__main__ import main
+
+    raise SystemExit(main(["scale", *sys.argv[1:]]))
