@@ -206,8 +206,9 @@ def pipeline_round(running: ExtractionPipeline, users: int, salt: str) -> dict[s
     sessions = [(user_id(salt, i), "s0", token_for(salt, i)) for i in range(users)]
     timeout = 120 + 4 * users * LLM_SECONDS
     asyncio.run(record_sessions(settings, sessions))
+    processes = running.pipeline.processes
     before = {
-        stage: asyncio.run(wait_drained(settings, stage, timeout=timeout))
+        stage: asyncio.run(wait_drained(settings, stage, timeout=timeout, worker=processes[stage]))
         for stage in ("window", "projector")
     }
     running.llm.reset()
@@ -215,7 +216,9 @@ def pipeline_round(running: ExtractionPipeline, users: int, salt: str) -> dict[s
     stats = running.llm.stats()
     bodies = running.llm.bodies()
     calls = calls_made(stats)
-    projected = asyncio.run(wait_drained(settings, "projector", timeout=timeout))
+    projected = asyncio.run(
+        wait_drained(settings, "projector", timeout=timeout, worker=processes["projector"])
+    )
     limit = running.in_flight_limit
     running.llm.reset()
     bare = asyncio.run(bare_client(running.llm.base_url, bodies, limit))

@@ -40,6 +40,7 @@ import orjson
 from pymongo import MongoClient
 from pymongo.database import Database
 
+from bench.core import median
 from bench.kafka_probe import Arrival, TopicTail, wait_ready
 from bench.rss import RssSampler, tree_rss
 from bench.scale_stages import ResultWatch, scale_environment, wait_drained
@@ -96,11 +97,28 @@ class Restart:
 
 
 def growth(restarts: Sequence[Restart], stage: str) -> tuple[Restart, Restart]:
-    """The smallest and the largest history's restart of `stage`."""
-    found = sorted((r for r in restarts if r.stage == stage), key=lambda r: r.history)
-    if len(found) < 2:
-        raise ValueError(f"{stage}: {len(found)} restarts, need two history sizes")
-    return found[0], found[-1]
+    """`stage`'s restart at the smallest and at the largest history: each figure the median of
+    that size's restarts."""
+    sizes = sorted({r.history for r in restarts if r.stage == stage})
+    if len(sizes) < 2:
+        raise ValueError(f"{stage}: restarts at {len(sizes)} history sizes, need two")
+    return median_restart(restarts, stage, sizes[0]), median_restart(restarts, stage, sizes[-1])
+
+
+def median_restart(restarts: Sequence[Restart], stage: str, history: int) -> Restart:
+    found = [r for r in restarts if r.stage == stage and r.history == history]
+    if not found:
+        raise ValueError(f"no restart of {stage} at {history}")
+    return Restart(
+        stage,
+        history,
+        median([r.ready_seconds for r in found]),
+        median([r.caught_up_seconds for r in found]),
+        median([r.rss_mb for r in found]),
+        max(r.peak_rss_mb for r in found),
+        found[0].fresh,
+        max(r.input_records for r in found),
+    )
 
 
 class Worker:
@@ -139,7 +157,10 @@ async def restarted(
     assert process.pid is not None
     with RssSampler({"worker": process.pid}, interval=0.25) as sampler:
         ready = await wait_ready(process, START_TIMEOUT)
-        done = await caught_up()
+        try:
+            done = await caught_up()
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}; {worker.stage}'s log:\n{process.log_tail(40)}") from None
         await asyncio.sleep(SETTLE)
     rss = tree_rss(process.pid) or 0.0
     return Restart(
@@ -200,8 +221,15 @@ async def fresh_sessions(settings: Settings, salt: str) -> set[tuple[str, str]]:
 
 
 def window_history(
-    kind: str, *, bootstrap: str, mongo_uri: str, workdir: Path, sizes: Sequence[int]
+    kind: str,
+    *,
+    bootstrap: str,
+    mongo_uri: str,
+    workdir: Path,
+    sizes: Sequence[int],
+    repeats: int = 1,
 ) -> list[Restart]:
+    """The window's restarts (`repeats` at each size of `sizes`, closed sessions)."""
     config = workdir / "bench-config.yaml"
     workdir.mkdir(parents=True, exist_ok=True)
     config.write_text("# settings come from the environment\n")
@@ -231,7 +259,9 @@ def window_history(
                     max_batch_size=kafka.producer_max_batch_size,
                 )
             )  # fmt: skip
-            drained = asyncio.run(wait_drained(settings, "window", timeout=120 + size / 5))
+            drained = asyncio.run(
+                wait_drained(settings, "window", timeout=120 + size / 5, worker=worker.process)
+            )
             built = size
             print(
                 f"   history {kind} window: {size:,} closed sessions in "
@@ -239,23 +269,25 @@ def window_history(
                 file=sys.stderr,
                 flush=True,
             )
-            worker.stop()
-            restarts.append(asyncio.run(window_restart(worker, settings, size, index, drained)))
-            print_restart(kind, restarts[-1])
+            for attempt in range(repeats):
+                worker.stop()
+                salt = f"fresh{index}-{attempt}"
+                restarts.append(asyncio.run(window_restart(worker, settings, size, salt, drained)))
+                print_restart(kind, restarts[-1])
     finally:
         worker.stop()
     return restarts
 
 
 async def window_restart(
-    worker: Worker, settings: Settings, size: int, index: int, drained: dict[str, Any]
+    worker: Worker, settings: Settings, size: int, salt: str, drained: dict[str, Any]
 ) -> Restart:
     kafka = settings.kafka
     tail = await TopicTail(
         kafka.bootstrap_servers or "", kafka.topics.snapshots, kafka.partitions, from_end=True
     ).start()
     try:
-        sessions = await fresh_sessions(settings, f"fresh{index}")
+        sessions = await fresh_sessions(settings, salt)
         caught_up = seen_on(tail, SnapshotsOf(sessions), "the window's fresh snapshots")
         return await restarted(
             worker, caught_up, history=size, fresh=len(sessions), records=int(drained["records"])
@@ -268,9 +300,16 @@ async def window_restart(
 
 
 def memory_history(
-    kind: str, *, bootstrap: str, mongo_uri: str, workdir: Path, sizes: Sequence[int]
+    kind: str,
+    *,
+    bootstrap: str,
+    mongo_uri: str,
+    workdir: Path,
+    sizes: Sequence[int],
+    repeats: int = 1,
 ) -> list[Restart]:
-    """extract:semantic and the projector at each history size (memories)."""
+    """extract:semantic's and the projector's restarts (`repeats` at each size of `sizes`,
+    memories)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "bench-config.yaml"
     config.write_text("# settings come from the environment\n")
@@ -298,8 +337,10 @@ def memory_history(
                 users = wanted
                 asyncio.run(write_snapshots(settings, history))
                 drained = {
-                    stage: asyncio.run(wait_drained(settings, stage, timeout=120 + size / 2))
-                    for stage in stages
+                    stage: asyncio.run(
+                        wait_drained(settings, stage, timeout=120 + size / 2, worker=worker.process)
+                    )
+                    for stage, worker in stages.items()
                 }
                 print(
                     f"   history {kind}: {users * FACTS:,} memories in "
@@ -307,18 +348,20 @@ def memory_history(
                     file=sys.stderr,
                     flush=True,
                 )
-                for worker in stages.values():
-                    worker.stop()
                 llm.configure(facts=FRESH_FACTS)
-                found = asyncio.run(
-                    memory_restarts(
-                        stages, settings, client, users * FACTS, index, users, fresh, drained
-                    )
-                )
+                for attempt in range(repeats):
+                    for worker in stages.values():
+                        worker.stop()
+                    found = asyncio.run(
+                        memory_restarts(
+                            stages, settings, client, users * FACTS,
+                            index * repeats + attempt, users, fresh, drained,
+                        )
+                    )  # fmt: skip
+                    restarts.extend(found)
+                    for restart in found:
+                        print_restart(kind, restart)
                 llm.configure(facts=FACTS)
-                restarts.extend(found)
-                for restart in found:
-                    print_restart(kind, restart)
         finally:
             for worker in stages.values():
                 worker.stop()

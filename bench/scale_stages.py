@@ -28,7 +28,7 @@ from bench.kafka_probe import Arrival
 from bench.stage_drain import LagProbe, Sample, drained
 from events.memories import MEMORY_TYPES
 from memstream.config import Settings
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT
+from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
 
 MAX_IN_FLIGHT_VARIABLE = "MEMSTREAM_LLM_MAX_IN_FLIGHT"
 
@@ -84,9 +84,15 @@ def stage_inputs(settings: Settings, stage: str) -> list[str]:
 
 
 async def wait_drained(
-    settings: Settings, stage: str, *, timeout: float, interval: float = 0.5
+    settings: Settings,
+    stage: str,
+    *,
+    timeout: float,
+    worker: StageProcess | None = None,
+    interval: float = 0.5,
 ) -> dict[str, Any]:
-    """Wait until `stage`'s group has committed all of its input; seconds waited and records."""
+    """Wait until `stage`'s group has committed all of its input; seconds waited and records.
+    With `worker` (the stage's process), fail as soon as it exits, with its log's tail."""
     kafka = settings.kafka
     probe = LagProbe(
         kafka.bootstrap_servers or "",
@@ -102,10 +108,11 @@ async def wait_drained(
             samples.append(Sample(time.monotonic() - started, lag, end))
             if drained(samples):
                 return {"seconds": samples[-2].seconds, "records": end}
-            if samples[-1].seconds > timeout:
-                raise TimeoutError(
-                    f"{stage} still lags {lag} of {end} records after {timeout:.0f} s"
-                )
+            exited = worker is not None and not worker.running
+            if exited or samples[-1].seconds > timeout:
+                state = "exited" if exited else f"still lags {lag} of {end} records"
+                tail = f":\n{worker.log_tail(40)}" if worker is not None else ""
+                raise TimeoutError(f"{stage} {state} after {samples[-1].seconds:.0f} s{tail}")
             await asyncio.sleep(interval)
 
 
