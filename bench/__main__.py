@@ -62,11 +62,14 @@ def run_suite(name: str, context: BenchContext) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     context.results[name] = result
     print(f"   {name}: {len(result.figures)} figures in {seconds:.0f} s", file=sys.stderr)
-    return {
+    reported: dict[str, Any] = {
         "figures": [figure.to_json() for figure in result.figures],
         "raw": result.raw,
         "seconds": seconds,
     }
+    if result.errors:
+        reported["errors"] = result.errors
+    return reported
 
 
 def _shown(path: Path) -> str:
@@ -174,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.update_docs:
         BENCHMARKS_MD.write_text(splice_into(BENCHMARKS_MD.read_text(), table))
-    failed = [s for s, result in report["suites"].items() if "error" in result]
+    failed = [
+        s for s, result in report["suites"].items() if "error" in result or "errors" in result
+    ]
     if failed:
         print(f"failed suites: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -92,6 +92,9 @@ class Figure:
 class SuiteResult:
     figures: list[Figure]
     raw: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    """Parts of the suite that failed while others still gave their figures (the run then
+    fails too, and the report lists them)."""
 
 
 @dataclass

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.kafka_probe import TopicTail
-from bench.scale_stages import ResultWatch, scale_environment, wait_drained
+from bench.scale_stages import ResultWatch, prepare_database, scale_environment, wait_drained
 from bench.scale_workload import conversation, token_for, user_id
 from bench.stub_llm import StubLLMServer, calls_made, subjects
 from memstream.client import MemoryClient
@@ -147,6 +147,7 @@ def extraction_pipeline(
         )
         settings = load_settings(environ=environment)
         asyncio.run(ensure_topics(settings.kafka))
+        prepare_database(settings)
         log_dir = workdir / "logs"
         pipeline = Pipeline(pipeline_stages(settings), environment, log_dir)
         print(f"   starting the pipeline on {kind} …", file=sys.stderr, flush=True)

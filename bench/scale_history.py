@@ -43,7 +43,13 @@ from pymongo.database import Database
 from bench.core import median
 from bench.kafka_probe import Arrival, TopicTail, wait_ready
 from bench.rss import RssSampler, tree_rss
-from bench.scale_stages import ResultWatch, scale_environment, wait_drained
+from bench.scale_stages import (
+    ResultWatch,
+    Stalled,
+    prepare_database,
+    scale_environment,
+    wait_drained,
+)
 from bench.scale_workload import (
     closed_session,
     conversation,
@@ -73,6 +79,13 @@ time is mostly the restart, not the work."""
 FRESH_FACTS = 1
 SETTLE = 1.0
 START_TIMEOUT = 300.0
+CATCH_UP_TIMEOUT = 180.0
+"""A restarted worker that has not caught up by then has stalled (`bench.scale_stages.stalled`):
+the restart counts with this time (a lower bound) and is marked `stalled`."""
+STALL_SECONDS = 60.0
+"""While a history is built: no progress for this long is a stall, and the worker is
+restarted (at most `STALL_RESTARTS` times; they are counted in the raw figures)."""
+STALL_RESTARTS = 3
 PARTITIONS = 8
 NO_LLM = "http://127.0.0.1:9/v1"
 """The window makes no LLM call."""
@@ -91,9 +104,20 @@ class Restart:
     fresh: int
     input_records: int
     """Records in the stage's input topics at the restart (history plus the fresh workload)."""
+    stalled: int = 0
+    """Restarts (of those this figure stands for) that had not caught up after
+    `CATCH_UP_TIMEOUT`: counted with that time."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class History:
+    """A stage history's restarts, and the stalls met while building it."""
+
+    restarts: list[Restart]
+    stalls: list[str]
 
 
 def growth(restarts: Sequence[Restart], stage: str) -> tuple[Restart, Restart]:
@@ -118,7 +142,30 @@ def median_restart(restarts: Sequence[Restart], stage: str, history: int) -> Res
         max(r.peak_rss_mb for r in found),
         found[0].fresh,
         max(r.input_records for r in found),
+        sum(r.stalled for r in found),
     )
+
+
+def drain_history(
+    settings: Settings, worker: Worker, *, timeout: float, stalls: list[str]
+) -> dict[str, Any]:
+    """Wait until `worker`'s stage has applied its whole input, restarting it when it stalls
+    (noted in `stalls`)."""
+    while True:
+        try:
+            return asyncio.run(
+                wait_drained(
+                    settings, worker.stage, timeout=timeout, worker=worker.process,
+                    stall=STALL_SECONDS,
+                )
+            )  # fmt: skip
+        except Stalled as stall:
+            stalls.append(str(stall))
+            print(f"   {stall}: restarting it", file=sys.stderr, flush=True)
+            if len(stalls) > STALL_RESTARTS:
+                raise
+            worker.stop()
+            asyncio.run(wait_ready(worker.start(), START_TIMEOUT))
 
 
 class Worker:
@@ -151,16 +198,19 @@ async def restarted(
     records: int,
 ) -> Restart:
     """Start `worker` and wait for `caught_up()` (the `time.perf_counter()` at which the fresh
-    workload's output was seen); its restart figures."""
+    workload's output was seen, or `TimeoutError` after `CATCH_UP_TIMEOUT`); its restart
+    figures."""
     launched = time.perf_counter()
     process = worker.start()
     assert process.pid is not None
+    stalled = 0
     with RssSampler({"worker": process.pid}, interval=0.25) as sampler:
         ready = await wait_ready(process, START_TIMEOUT)
         try:
             done = await caught_up()
         except TimeoutError as error:
-            raise TimeoutError(f"{error}; {worker.stage}'s log:\n{process.log_tail(40)}") from None
+            print(f"   {worker.stage} stalled: {error}", file=sys.stderr, flush=True)
+            done, stalled = time.perf_counter(), 1
         await asyncio.sleep(SETTLE)
     rss = tree_rss(process.pid) or 0.0
     return Restart(
@@ -172,12 +222,13 @@ async def restarted(
         max(sampler.samples["worker"], default=rss),
         fresh,
         records,
+        stalled,
     )
 
 
 def seen_on(tail: TopicTail, done: Callable[[list[Arrival]], bool], what: str) -> Any:
     """`caught_up` for `restarted`: when `done(arrivals)` first held."""
-    return partial(tail.wait_until, done, timeout=START_TIMEOUT, what=what)
+    return partial(tail.wait_until, done, timeout=CATCH_UP_TIMEOUT, what=what)
 
 
 def print_restart(kind: str, restart: Restart) -> None:
@@ -228,7 +279,7 @@ def window_history(
     workdir: Path,
     sizes: Sequence[int],
     repeats: int = 1,
-) -> list[Restart]:
+) -> History:
     """The window's restarts (`repeats` at each size of `sizes`, closed sessions)."""
     config = workdir / "bench-config.yaml"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -240,9 +291,11 @@ def window_history(
     settings = load_settings(environ=environment)
     kafka = settings.kafka
     asyncio.run(ensure_topics(kafka))
+    prepare_database(settings)
     worker = Worker("window", environment, workdir / "logs")
     asyncio.run(wait_ready(worker.start(), START_TIMEOUT))
     restarts: list[Restart] = []
+    stalls: list[str] = []
     built = 0
     now = utc_now()
     try:
@@ -259,9 +312,7 @@ def window_history(
                     max_batch_size=kafka.producer_max_batch_size,
                 )
             )  # fmt: skip
-            drained = asyncio.run(
-                wait_drained(settings, "window", timeout=120 + size / 5, worker=worker.process)
-            )
+            drained = drain_history(settings, worker, timeout=120 + size / 5, stalls=stalls)
             built = size
             print(
                 f"   history {kind} window: {size:,} closed sessions in "
@@ -276,7 +327,7 @@ def window_history(
                 print_restart(kind, restarts[-1])
     finally:
         worker.stop()
-    return restarts
+    return History(restarts, stalls)
 
 
 async def window_restart(
@@ -307,7 +358,7 @@ def memory_history(
     workdir: Path,
     sizes: Sequence[int],
     repeats: int = 1,
-) -> list[Restart]:
+) -> History:
     """extract:semantic's and the projector's restarts (`repeats` at each size of `sizes`,
     memories)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -321,12 +372,16 @@ def memory_history(
         )  # fmt: skip
         settings = load_settings(environ=environment)
         asyncio.run(ensure_topics(settings.kafka))
+        prepare_database(settings)
         log_dir = workdir / "logs"
         stages = {s: Worker(s, environment, log_dir) for s in ("extract:semantic", "projector")}
         for worker in stages.values():
             asyncio.run(wait_ready(worker.start(), START_TIMEOUT))
-        client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri, tz_aware=True)
+        client: MongoClient[dict[str, Any]] = MongoClient(
+            mongo_uri, tz_aware=True, socketTimeoutMS=30_000
+        )
         restarts: list[Restart] = []
+        stalls: list[str] = []
         fresh = min(FRESH_SNAPSHOTS, max(1, sizes[0] // FACTS))
         try:
             users = 0
@@ -337,9 +392,7 @@ def memory_history(
                 users = wanted
                 asyncio.run(write_snapshots(settings, history))
                 drained = {
-                    stage: asyncio.run(
-                        wait_drained(settings, stage, timeout=120 + size / 2, worker=worker.process)
-                    )
+                    stage: drain_history(settings, worker, timeout=120 + size / 2, stalls=stalls)
                     for stage, worker in stages.items()
                 }
                 print(
@@ -366,7 +419,7 @@ def memory_history(
             for worker in stages.values():
                 worker.stop()
             client.close()
-    return restarts
+    return History(restarts, stalls)
 
 
 async def write_snapshots(settings: Settings, history: Sequence[Any]) -> None:
@@ -434,7 +487,7 @@ async def memory_restarts(
 async def extracted_in_database(db: Database[dict[str, Any]], snapshot_ids: list[str]) -> float:
     """Poll until every snapshot of `snapshot_ids` has its semantic extraction in the read
     model; when that was first seen."""
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT
     query = {"_id": {"$in": snapshot_ids}, "extractions.semantic": {"$exists": True}}
     while time.monotonic() < deadline:
         found = await asyncio.to_thread(db[SNAPSHOTS].count_documents, query)

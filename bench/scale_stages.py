@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,26 @@ def scale_environment(
     }
 
 
+def prepare_database(settings: Settings) -> None:
+    """Create the read model's and the key store's indexes before any worker starts (each
+    worker creates them too, idempotently). SecantusDB 0.7.0b3 was seen to hang for minutes, every
+    request timing out, when a projector and an extraction stage created them at once on a
+    fresh database (one thread stuck in `create_collection`, the others waiting behind it)."""
+    from pymongo import MongoClient
+
+    from projections import ensure_indexes
+    from projections.data_keys import DataKeyStore
+    from streams.settings import utc_now
+
+    client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+    try:
+        db = client[settings.mongodb.database]
+        ensure_indexes(db)
+        DataKeyStore(db, clock=utc_now).ensure_indexes()
+    finally:
+        client.close()
+
+
 def stage_group(settings: Settings, stage: str) -> str:
     """The consumer group of a stage (`streams.settings.StreamSettings.group`)."""
     return settings.kafka.group_prefix + stage.replace(":", "-")
@@ -83,16 +103,40 @@ def stage_inputs(settings: Settings, stage: str) -> list[str]:
     return [topics.turns, topics.snapshots, topics.memories, topics.dead_letters]
 
 
+class Stalled(TimeoutError):
+    """A stage's lag stayed the same, above zero, for longer than it takes to commit."""
+
+
+def stalled(samples: Sequence[Sample], seconds: float) -> bool:
+    """The last samples show the same lag (above zero) and the same input for `seconds`: the
+    stage applies nothing although records wait (a worker commits every 2.8 s while it works).
+    Seen on today's stages after a restart: records at the quiet end of a partition that Faust
+    fetched but never handed to the agent, applied only when the partition gets another record
+    (`streams.progress` fills such gaps when a later record arrives, and re-reads when the
+    group committed beyond them; a tail left behind a commit is neither)."""
+    if not samples or samples[-1].lag == 0:
+        return False
+    last = samples[-1]
+    for sample in reversed(samples):
+        if (sample.lag, sample.end) != (last.lag, last.end):
+            return False
+        if last.seconds - sample.seconds >= seconds:
+            return True
+    return False
+
+
 async def wait_drained(
     settings: Settings,
     stage: str,
     *,
     timeout: float,
     worker: StageProcess | None = None,
+    stall: float | None = None,
     interval: float = 0.5,
 ) -> dict[str, Any]:
     """Wait until `stage`'s group has committed all of its input; seconds waited and records.
-    With `worker` (the stage's process), fail as soon as it exits, with its log's tail."""
+    With `worker` (the stage's process), fail as soon as it exits, with its log's tail; with
+    `stall`, raise `Stalled` once the lag has not moved for that many seconds."""
     kafka = settings.kafka
     probe = LagProbe(
         kafka.bootstrap_servers or "",
@@ -108,6 +152,8 @@ async def wait_drained(
             samples.append(Sample(time.monotonic() - started, lag, end))
             if drained(samples):
                 return {"seconds": samples[-2].seconds, "records": end}
+            if stall is not None and stalled(samples, stall):
+                raise Stalled(f"{stage} applied nothing for {stall:.0f} s with {lag} of {end} left")
             exited = worker is not None and not worker.running
             if exited or samples[-1].seconds > timeout:
                 state = "exited" if exited else f"still lags {lag} of {end} records"

@@ -37,6 +37,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from bench.core import Aim, BenchContext, BrokerKind, Figure, SuiteResult
@@ -48,7 +49,14 @@ from bench.scale_extraction import (
     extraction_pipeline,
     pipeline_round,
 )
-from bench.scale_history import Restart, growth, memory_history, window_history
+from bench.scale_history import (
+    CATCH_UP_TIMEOUT,
+    History,
+    Restart,
+    growth,
+    memory_history,
+    window_history,
+)
 
 SEARCH_FIRST_VS_WARM = "first search / warm search"
 """Search-suite figures whose benchmark name contains this are reported here (figure 4)."""
@@ -144,7 +152,7 @@ HISTORY_UNITS = {
 
 def history_restarts(
     context: BenchContext, kind: BrokerKind, history: int, repeats: int
-) -> list[Restart]:
+) -> History:
     sizes = (history, 10 * history)
     broker = context.broker(kind)
     common: dict[str, Any] = {
@@ -155,11 +163,21 @@ def history_restarts(
     }
     window = window_history(kind, workdir=context.workdir / f"scale-window-{kind}", **common)
     memories = memory_history(kind, workdir=context.workdir / f"scale-memories-{kind}", **common)
-    return [*window, *memories]
+    return History([*window.restarts, *memories.restarts], [*window.stalls, *memories.stalls])
 
 
 def restarts_at(restarts: Sequence[Restart], like: Restart) -> int:
     return sum(1 for r in restarts if r.stage == like.stage and r.history == like.history)
+
+
+def stall_note(small: Restart, large: Restart) -> str:
+    """Says how many restarts stalled (counted with the catch-up timeout, a lower bound)."""
+    if not small.stalled and not large.stalled:
+        return ""
+    return (
+        f"; STALLED: {large.stalled} restarts at {large.history:,}, {small.stalled} at "
+        f"{small.history:,} never caught up (counted as {CATCH_UP_TIMEOUT:.0f} s)"
+    )
 
 
 def history_figures(kind: str, restarts: Sequence[Restart]) -> list[Figure]:
@@ -178,7 +196,8 @@ def history_figures(kind: str, restarts: Sequence[Restart]) -> list[Figure]:
                 baseline,
                 Aim("<=", 1.3),
                 f"start to the fresh workload's output, median of {restarts_at(restarts, large)}"
-                f"; ready marker at {large.ready_seconds:.1f} vs {small.ready_seconds:.1f} s",
+                f"; ready marker at {large.ready_seconds:.1f} vs {small.ready_seconds:.1f} s"
+                + stall_note(small, large),
             )
         )
         figures.append(
@@ -225,6 +244,10 @@ def search_measures_first(context: BenchContext) -> bool:
     return hasattr(importlib.import_module("bench.suites.search"), SEARCH_MEASURES_FIRST)
 
 
+def reported_figures(context: BenchContext, name: str) -> list[Figure]:
+    return issue_figures(name, other_suite(context, name))
+
+
 def issue_figures(name: str, result: SuiteResult) -> list[Figure]:
     """The figures of suite `name` that the issue names, with its aims, noted as theirs."""
     chosen = []
@@ -261,13 +284,32 @@ def run(context: BenchContext) -> SuiteResult:
         "llm_seconds": LLM_SECONDS,
     }
     figures: list[Figure] = []
+    errors: list[str] = []
+
+    def part(name: str, measure: Callable[[], list[Figure]]) -> None:
+        """One part of the suite: its figures, or its error (the other parts still run)."""
+        try:
+            figures.extend(measure())
+        except Exception as error:
+            traceback.print_exc()
+            errors.append(f"{name}: {type(error).__name__}: {str(error)[:2000]}")
+
     for kind in brokers:
-        extraction = extraction_rounds(context, kind, profile.users)
-        raw[f"extraction-{kind}"] = extraction
-        figures += extraction_figures(kind, extraction)
-        restarts = history_restarts(context, kind, history, profile.restarts)
-        raw[f"history-{kind}"] = [r.to_json() for r in restarts]
-        figures += history_figures(kind, restarts)
+
+        def extraction(kind: BrokerKind = kind) -> list[Figure]:
+            raw[f"extraction-{kind}"] = found = extraction_rounds(context, kind, profile.users)
+            return extraction_figures(kind, found)
+
+        def restarts(kind: BrokerKind = kind) -> list[Figure]:
+            found = history_restarts(context, kind, history, profile.restarts)
+            raw[f"history-{kind}"] = {
+                "restarts": [r.to_json() for r in found.restarts],
+                "stalls_while_building": found.stalls,
+            }
+            return history_figures(kind, found.restarts)
+
+        part(f"extraction on {kind}", extraction)
+        part(f"history on {kind}", restarts)
     for name in ("search", "window", "projection"):
         if name == "search" and not search_measures_first(context):
             raw["search"] = (
@@ -275,12 +317,8 @@ def run(context: BenchContext) -> SuiteResult:
                 f"figure yet (no {SEARCH_MEASURES_FIRST})"
             )
             continue
-        try:
-            figures += issue_figures(name, other_suite(context, name))
-        except Exception as error:  # reported; the figures measured above still count
-            traceback.print_exc()
-            raw[name] = {"error": f"{type(error).__name__}: {error}"}
-    return SuiteResult(figures, raw)
+        part(f"the {name} suite", partial(reported_figures, context, name))
+    return SuiteResult(figures, raw, errors)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ from bench.scale_stages import (
     result_seen,
     scale_environment,
     stage_group,
+    stalled,
 )
+from bench.stage_drain import Sample
 from bench.suites.scale import extraction_figures, history_figures, issue_figures
 from events.codec import encode
 from memstream.config import load_settings
@@ -183,3 +185,14 @@ def test_the_search_suites_first_vs_warm_figures_with_an_aim_are_taken_as_they_a
     other = Figure("search p95, in-process ranking (hybrid)", "1,000 memories", "ms", 1.0, 1.0)
     (chosen,) = issue_figures("search", SuiteResult([aimed, unaimed, other]))
     assert (chosen.ours, chosen.baseline, chosen.aim) == (40.0, 20.0, Aim("<=", 3))
+
+
+def test_a_stage_has_stalled_when_its_lag_stays_the_same_above_zero_for_long_enough() -> None:
+    still = [Sample(t, 5, 100) for t in (0.0, 30.0, 61.0)]
+    assert stalled(still, 60.0)
+    assert not stalled(still[:2], 60.0)  # not for long enough yet
+    moving = [Sample(0.0, 9, 100), Sample(30.0, 5, 100), Sample(61.0, 5, 100)]
+    assert not stalled(moving, 60.0)
+    growing = [Sample(0.0, 5, 90), Sample(61.0, 5, 100)]  # new input arrived meanwhile
+    assert not stalled(growing, 60.0)
+    assert not stalled([Sample(0.0, 0, 100), Sample(61.0, 0, 100)], 60.0)  # drained
