@@ -1,28 +1,27 @@
 """Restart cost against history: each stage's restart time and RSS with a history of H, then 10H
-(`python -m bench scale`, figure 3 of issue 22).
+(`python -m bench scale`, figure 3 of issue 22). This module: the window, and the mechanics the
+extraction stage's and the projector's measurements share (`bench.scale_memory_history`).
 
 A stage's history is what it has seen before the restart: closed sessions for the window,
 memories for an extraction stage (semantic) and for the projector. It is built once, growing:
 H, measure, grow to 10H, measure again, with the same workers and topics, so the two
 measurements differ only by the history. Records go straight into the stages' input topics
 (`bench.scale_workload`: the real event models and codec) and the real stages work through them;
-nothing is written to a stage's state but by the stage itself.
+nothing is written to a stage's state but by the stage itself. The window's history (its own
+topics): `closed_session`s, one turn recorded 30 days ago and its flush each.
 
-* **window** (its own topics): `closed_session`s — one turn recorded 30 days ago and its flush.
-* **extract:semantic and the projector** (topics of their own, only semantic enabled): history
-  snapshots written to the turns and snapshots topics; the stub LLM (no delay) answers each with
-  `FACTS` facts, so the extraction stage ADDs them (`FACTS` memories per user: the history grows
-  by users, as on a platform with many) and the projector writes them to MongoDB.
-
-**A restart**: the worker is stopped (SIGTERM), a small fresh workload is written to its input
-(`FRESH_SESSIONS` sessions through the SDK for the window; `FRESH_SNAPSHOTS` snapshots of as
-many existing users for the extraction stage), the worker is started again, and the clock runs
-from its start until the fresh workload's output is seen: its snapshots on the snapshots topic
-(window), its results on the memories topic (extraction), its results in MongoDB (projector,
-started after the extraction stage's restart, so its fresh input is the extraction stage's
-fresh output plus the fresh turns and snapshots). `ready_seconds` is when it printed its ready
-marker (first partition assignment). RSS (the worker's process) is sampled throughout and
-once more `SETTLE` seconds after it caught up: the figure is that last sample.
+**A restart** (`restarted`): the worker is stopped (SIGTERM) and started again; `READY_DELAY`
+after its ready marker a small fresh workload is written to its input, and the clock runs from
+the start until the fresh workload's output is seen (for the window: the snapshots of
+`FRESH_SESSIONS` sessions recorded through the SDK, on the snapshots topic). Faust prints the
+marker once the stage's tables are recovered (`on_rebalance_complete`, sent after "Restore
+complete"), just before it seeks its input to the committed offsets: the fresh workload is
+written after that seek because records that are already waiting when a worker starts can be
+fetched during it and dropped unapplied, and at the quiet end of a partition nothing applies
+them until another record arrives (`bench.scale_stages.stalled`; seen in 2 of 4 restarts at
+1,000 memories before this order). A restart that does not catch up within `CATCH_UP_TIMEOUT`
+still counts, with that time, and is marked `stalled`. RSS (the worker's process) is sampled
+throughout and once more `SETTLE` seconds after it caught up: the figure is that last sample.
 """
 
 from __future__ import annotations
@@ -37,14 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pymongo import MongoClient
-from pymongo.database import Database
 
 from bench.core import median
 from bench.kafka_probe import Arrival, TopicTail, wait_ready
 from bench.rss import RssSampler, tree_rss
 from bench.scale_stages import (
-    ResultWatch,
     Stalled,
     prepare_database,
     scale_environment,
@@ -53,30 +49,21 @@ from bench.scale_stages import (
 from bench.scale_workload import (
     closed_session,
     conversation,
-    history_snapshot,
-    history_snapshots,
     keyed,
     produce,
     token_for,
     user_id,
     utc_now,
 )
-from bench.stub_llm import StubLLMServer
 from memstream.client import MemoryClient
 from memstream.config import Settings, load_settings
 from memstream.runtime import StageProcess
 from memstream.topics import ensure_topics
-from projections.store import SNAPSHOTS
 
-FACTS = 20
-"""Memories per history snapshot (and per user)."""
 FRESH_SESSIONS = 20
 """The window's fresh workload: sessions of three turns and a flush, through the SDK."""
-FRESH_SNAPSHOTS = 10
-"""The extraction stage's fresh workload: snapshots of as many existing users (fewer if the
-smallest history has fewer users), answered with `FRESH_FACTS` fact each, so that the restart
-time is mostly the restart, not the work."""
-FRESH_FACTS = 1
+READY_DELAY = 2.0
+"""Seconds after a restarted worker's ready marker before its fresh workload is written."""
 SETTLE = 1.0
 START_TIMEOUT = 300.0
 CATCH_UP_TIMEOUT = 180.0
@@ -191,21 +178,24 @@ class Worker:
 
 async def restarted(
     worker: Worker,
+    write_fresh: Callable[[], Awaitable[None]],
     caught_up: Callable[[], Awaitable[float]],
     *,
     history: int,
     fresh: int,
     records: int,
 ) -> Restart:
-    """Start `worker` and wait for `caught_up()` (the `time.perf_counter()` at which the fresh
-    workload's output was seen, or `TimeoutError` after `CATCH_UP_TIMEOUT`); its restart
-    figures."""
+    """Start `worker`, call `write_fresh()` `READY_DELAY` after its ready marker, and wait for
+    `caught_up()` (the `time.perf_counter()` at which the fresh workload's output was seen, or
+    `TimeoutError` after `CATCH_UP_TIMEOUT`); its restart figures."""
     launched = time.perf_counter()
     process = worker.start()
     assert process.pid is not None
     stalled = 0
     with RssSampler({"worker": process.pid}, interval=0.25) as sampler:
         ready = await wait_ready(process, START_TIMEOUT)
+        await asyncio.sleep(READY_DELAY)
+        await write_fresh()
         try:
             done = await caught_up()
         except TimeoutError as error:
@@ -262,13 +252,16 @@ class SnapshotsOf:
         return self.seen >= self.sessions
 
 
-async def fresh_sessions(settings: Settings, salt: str) -> set[tuple[str, str]]:
-    sessions = {(user_id(salt, i), "fresh") for i in range(FRESH_SESSIONS)}
+def fresh_sessions(salt: str) -> set[tuple[str, str]]:
+    return {(user_id(salt, i), "fresh") for i in range(FRESH_SESSIONS)}
+
+
+async def record_sessions(settings: Settings, sessions: set[tuple[str, str]]) -> None:
+    """Three turns and a flush per session, through the SDK."""
     async with MemoryClient(settings) as client:
         for user, session in sorted(sessions):
-            await client.record(user, session, conversation(token_for(salt, user))[:3])
+            await client.record(user, session, conversation(token_for(user, session))[:3])
             await client.flush(user, session)
-    return sessions
 
 
 def window_history(
@@ -338,160 +331,14 @@ async def window_restart(
         kafka.bootstrap_servers or "", kafka.topics.snapshots, kafka.partitions, from_end=True
     ).start()
     try:
-        sessions = await fresh_sessions(settings, salt)
-        caught_up = seen_on(tail, SnapshotsOf(sessions), "the window's fresh snapshots")
+        sessions = fresh_sessions(salt)
         return await restarted(
-            worker, caught_up, history=size, fresh=len(sessions), records=int(drained["records"])
-        )
-    finally:
-        await tail.stop()
-
-
-# ---- the extraction stage and the projector -----------------------------------------------------
-
-
-def memory_history(
-    kind: str,
-    *,
-    bootstrap: str,
-    mongo_uri: str,
-    workdir: Path,
-    sizes: Sequence[int],
-    repeats: int = 1,
-) -> History:
-    """extract:semantic's and the projector's restarts (`repeats` at each size of `sizes`,
-    memories)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = workdir / "bench-config.yaml"
-    config.write_text("# settings come from the environment\n")
-    with StubLLMServer(workdir / "llm", chat_delay=0.0, facts=FACTS) as llm:
-        environment = scale_environment(
-            kind, bootstrap=bootstrap, mongo_uri=mongo_uri, llm_url=llm.base_url,
-            config=config, partitions=PARTITIONS, max_in_flight=1, enabled=("semantic",),
-            name="scale-m",
-        )  # fmt: skip
-        settings = load_settings(environ=environment)
-        asyncio.run(ensure_topics(settings.kafka))
-        prepare_database(settings)
-        log_dir = workdir / "logs"
-        stages = {s: Worker(s, environment, log_dir) for s in ("extract:semantic", "projector")}
-        for worker in stages.values():
-            asyncio.run(wait_ready(worker.start(), START_TIMEOUT))
-        client: MongoClient[dict[str, Any]] = MongoClient(
-            mongo_uri, tz_aware=True, socketTimeoutMS=30_000
-        )
-        restarts: list[Restart] = []
-        stalls: list[str] = []
-        fresh = min(FRESH_SNAPSHOTS, max(1, sizes[0] // FACTS))
-        try:
-            users = 0
-            for index, size in enumerate(sizes):
-                started = time.monotonic()
-                wanted = max(1, size // FACTS)
-                history = history_snapshots("hist", range(users, wanted), 1, utc_now())
-                users = wanted
-                asyncio.run(write_snapshots(settings, history))
-                drained = {
-                    stage: drain_history(settings, worker, timeout=120 + size / 2, stalls=stalls)
-                    for stage, worker in stages.items()
-                }
-                print(
-                    f"   history {kind}: {users * FACTS:,} memories in "
-                    f"{time.monotonic() - started:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                llm.configure(facts=FRESH_FACTS)
-                for attempt in range(repeats):
-                    for worker in stages.values():
-                        worker.stop()
-                    found = asyncio.run(
-                        memory_restarts(
-                            stages, settings, client, users * FACTS,
-                            index * repeats + attempt, users, fresh, drained,
-                        )
-                    )  # fmt: skip
-                    restarts.extend(found)
-                    for restart in found:
-                        print_restart(kind, restart)
-                llm.configure(facts=FACTS)
-        finally:
-            for worker in stages.values():
-                worker.stop()
-            client.close()
-    return History(restarts, stalls)
-
-
-async def write_snapshots(settings: Settings, history: Sequence[Any]) -> None:
-    kafka = settings.kafka
-    bootstrap = kafka.bootstrap_servers or ""
-    batch = kafka.producer_max_batch_size
-    turns = keyed([turn for item in history for turn in item.turns])
-    await produce(bootstrap, kafka.topics.turns, turns, max_batch_size=batch)
-    snapshots = keyed([item.snapshot for item in history])
-    await produce(bootstrap, kafka.topics.snapshots, snapshots, max_batch_size=batch)
-
-
-def fresh_users(users: int, count: int, offset: int) -> list[int]:
-    """`count` existing user indexes spread evenly over `users`, shifted by `offset` so that
-    another measurement picks others."""
-    step = max(1, users // count)
-    return sorted({(j * step + offset) % users for j in range(min(count, users))})
-
-
-async def memory_restarts(
-    stages: dict[str, Worker],
-    settings: Settings,
-    client: MongoClient[dict[str, Any]],
-    size: int,
-    index: int,
-    users: int,
-    count: int,
-    drained: dict[str, dict[str, Any]],
-) -> list[Restart]:
-    """Restart the extraction stage on a fresh workload, then the projector on what that
-    added."""
-    kafka = settings.kafka
-    now = utc_now()
-    fresh = [
-        history_snapshot(user_id("hist", n), f"fresh{index}", token_for("hist", n, index), now)
-        for n in fresh_users(users, count, index)
-    ]
-    tail = await TopicTail(
-        kafka.bootstrap_servers or "", kafka.topics.memories, kafka.partitions, from_end=True
-    ).start()
-    try:
-        await write_snapshots(settings, fresh)
-        watch = ResultWatch(frozenset(item.snapshot.user_id for item in fresh), ("semantic",))
-        extraction = await restarted(
-            stages["extract:semantic"],
-            seen_on(tail, watch, "the extraction stage's fresh results"),
+            worker,
+            partial(record_sessions, settings, sessions),
+            seen_on(tail, SnapshotsOf(sessions), "the window's fresh snapshots"),
             history=size,
-            fresh=len(fresh),
-            records=int(drained["extract:semantic"]["records"]) + len(fresh),
+            fresh=len(sessions),
+            records=int(drained["records"]),
         )
     finally:
         await tail.stop()
-    db = client[settings.mongodb.database]
-    ids = [item.snapshot.event_id for item in fresh]
-    projector = await restarted(
-        stages["projector"],
-        partial(extracted_in_database, db, ids),
-        history=size,
-        fresh=len(fresh),
-        records=int(drained["projector"]["records"]) + 3 * len(fresh),
-    )
-    return [extraction, projector]
-
-
-async def extracted_in_database(db: Database[dict[str, Any]], snapshot_ids: list[str]) -> float:
-    """Poll until every snapshot of `snapshot_ids` has its semantic extraction in the read
-    model; when that was first seen."""
-    deadline = time.monotonic() + CATCH_UP_TIMEOUT
-    query = {"_id": {"$in": snapshot_ids}, "extractions.semantic": {"$exists": True}}
-    while time.monotonic() < deadline:
-        found = await asyncio.to_thread(db[SNAPSHOTS].count_documents, query)
-        if found >= len(snapshot_ids):
-            return time.perf_counter()
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"the projector did not project {len(snapshot_ids)} fresh results")

@@ -49,14 +49,8 @@ from bench.scale_extraction import (
     extraction_pipeline,
     pipeline_round,
 )
-from bench.scale_history import (
-    CATCH_UP_TIMEOUT,
-    History,
-    Restart,
-    growth,
-    memory_history,
-    window_history,
-)
+from bench.scale_history import CATCH_UP_TIMEOUT, History, Restart, growth, window_history
+from bench.scale_memory_history import memory_history
 
 SEARCH_FIRST_VS_WARM = "first search / warm search"
 """Search-suite figures whose benchmark name contains this are reported here (figure 4)."""

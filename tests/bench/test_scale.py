@@ -13,7 +13,8 @@ from bench.core import Aim, Figure, SuiteResult
 from bench.kafka_probe import Arrival
 from bench.projection_workload import generate
 from bench.scale_extraction import in_flight_limit
-from bench.scale_history import Restart, fresh_users, growth
+from bench.scale_history import Restart, growth
+from bench.scale_memory_history import fresh_users
 from bench.scale_stages import (
     MAX_IN_FLIGHT_VARIABLE,
     ResultSeen,
