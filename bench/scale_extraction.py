@@ -181,9 +181,10 @@ async def flush_and_wait(
     sessions: Sequence[tuple[str, str, str]],
     types: Sequence[str],
     timeout: float,
-) -> tuple[float, ResultWatch]:
+) -> tuple[float, ResultWatch, bool]:
     """Flush every session at once; seconds from the first flush until a result of every type
-    for every session's snapshot was seen on the memories topic."""
+    for every session's snapshot was seen on the memories topic, the results seen, and whether
+    the round stalled (not every result after `timeout` seconds: it then counts as `timeout`)."""
     kafka = settings.kafka
     watch = ResultWatch(frozenset(user for user, _, _ in sessions), tuple(types))
     tail = await TopicTail(
@@ -193,11 +194,14 @@ async def flush_and_wait(
         async with MemoryClient(settings) as client:
             started = time.perf_counter()
             await asyncio.gather(*(client.flush(user, session) for user, session, _ in sessions))
-            await tail.wait_until(watch, timeout=timeout, what="a result for every snapshot")
+            try:
+                await tail.wait_until(watch, timeout=timeout, what="a result for every snapshot")
+            except TimeoutError:
+                return timeout, watch, True
     finally:
         await tail.stop()
     assert watch.last_at is not None
-    return watch.last_at - started, watch
+    return watch.last_at - started, watch, False
 
 
 def pipeline_round(running: ExtractionPipeline, users: int, salt: str) -> dict[str, Any]:
@@ -213,8 +217,13 @@ def pipeline_round(running: ExtractionPipeline, users: int, salt: str) -> dict[s
         for stage in ("window", "projector")
     }
     running.llm.reset()
-    seconds, watch = asyncio.run(flush_and_wait(settings, sessions, running.enabled, timeout))
+    seconds, watch, stalled = asyncio.run(
+        flush_and_wait(settings, sessions, running.enabled, timeout)
+    )
     stats = running.llm.stats()
+    left = incomplete(running, watch) if stalled else None
+    if left:
+        print(f"   extraction {running.kind} stalled: {left}", file=sys.stderr, flush=True)
     bodies = running.llm.bodies()
     calls = calls_made(stats)
     projected = asyncio.run(
@@ -235,6 +244,8 @@ def pipeline_round(running: ExtractionPipeline, users: int, salt: str) -> dict[s
         "calls": calls,
         "calls_by_subject": subjects(stats),
         "results": watch.found,
+        "expected_results": watch.expected,
+        "stalled": left,
         "result_usage_calls": watch.calls,
         "max_in_flight_seen": stats["max_in_flight"].get("chat", 0),
         "drained_before": before,
@@ -244,6 +255,17 @@ def pipeline_round(running: ExtractionPipeline, users: int, salt: str) -> dict[s
     shown = {k: result[k] for k in ("users", "extraction_workers", "seconds", "calls")}
     print(f"   extraction {running.kind}: {shown}, bare {bare['seconds']:.1f} s", file=sys.stderr)
     return result
+
+
+def incomplete(running: ExtractionPipeline, watch: ResultWatch) -> str:
+    """What a round that did not finish left behind: the results missing, the stub's counts and
+    each worker's last log lines."""
+    processes = [*running.pipeline.processes.values(), *running.second.values()]
+    tails = "\n".join(f"--- {p.stage}\n{p.log_tail(8)}" for p in processes)
+    return (
+        f"{watch.found} of {watch.expected} results; users without one, by type "
+        f"{watch.missing()}; the stub saw {subjects(running.llm.stats())}\n{tails}"
+    )
 
 
 async def bare_client(

@@ -236,6 +236,15 @@ class ResultWatch:
     def complete(self) -> bool:
         return self.found >= self.expected
 
+    def missing(self) -> dict[str, int]:
+        """Per memory type, how many users have fewer results than expected."""
+        return {
+            memory_type: sum(
+                1 for u in self.users if len(self.seen.get((u, memory_type), ())) < self.per_user
+            )
+            for memory_type in self.types
+        }
+
     def __call__(self, arrivals: list[Arrival]) -> bool:
         fresh = arrivals[self._read :]
         self._read = len(arrivals)

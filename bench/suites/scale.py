@@ -97,6 +97,16 @@ def extraction_rounds(
     return {"second_workers_ready_seconds": second, **rounds}
 
 
+def round_stall_note(found: dict[str, Any]) -> str:
+    """Says that a round stalled: not every result seen in time (counted with its timeout)."""
+    if not found.get("stalled"):
+        return ""
+    return (
+        f"; STALLED ({found['extraction_workers']} workers): {found['results']} of "
+        f"{found['expected_results']} results after {found['seconds']:.0f} s, counted as that"
+    )
+
+
 def extraction_figures(kind: str, raw: dict[str, Any]) -> list[Figure]:
     figures = []
     for found in raw["one_worker"]:
@@ -114,7 +124,7 @@ def extraction_figures(kind: str, raw: dict[str, Any]) -> list[Figure]:
                 f"{found['seconds']:.1f} s vs {found['bare']['seconds']:.1f} s; at most "
                 f"{found['max_in_flight_seen']} calls in flight "
                 f"({found['extraction_workers']} workers x MEMSTREAM_LLM_MAX_IN_FLIGHT "
-                f"{found['max_in_flight_setting']})",
+                f"{found['max_in_flight_setting']})" + round_stall_note(found),
             )
         )
     for one, two in zip(raw["one_worker"], raw["two_workers"], strict=True):
@@ -129,7 +139,9 @@ def extraction_figures(kind: str, raw: dict[str, Any]) -> list[Figure]:
                 "one worker per type, the same workload",
                 Aim(">=", 1.7),
                 f"{two['seconds']:.1f} s vs {one['seconds']:.1f} s; at most "
-                f"{two['max_in_flight_seen']} vs {one['max_in_flight_seen']} calls in flight",
+                f"{two['max_in_flight_seen']} vs {one['max_in_flight_seen']} calls in flight"
+                + round_stall_note(two)
+                + round_stall_note(one),
             )
         )
     return figures

@@ -28,7 +28,7 @@ def test_quick_profile_runs_every_suite_and_reports_figures(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=2400,
     )
     report = json.loads((tmp_path / "ci.json").read_text())
     errors = {

@@ -197,3 +197,14 @@ def test_a_stage_has_stalled_when_its_lag_stays_the_same_above_zero_for_long_eno
     growing = [Sample(0.0, 5, 90), Sample(61.0, 5, 100)]  # new input arrived meanwhile
     assert not stalled(growing, 60.0)
     assert not stalled([Sample(0.0, 0, 100), Sample(61.0, 0, 100)], 60.0)  # drained
+
+
+def test_a_stalled_round_is_said_so_in_its_figures_note() -> None:
+    one = {**_round(40, 4, 280.0, 5.0), "stalled": "...", "results": 150, "expected_results": 160}
+    raw = {"one_worker": [one], "two_workers": [_round(40, 8, 25.0, 3.0)]}
+    bare, scaled = extraction_figures("apache", raw)
+    assert "STALLED (4 workers): 150 of 160 results after 280 s" in bare.note
+    assert "STALLED" in scaled.note
+    assert "STALLED" not in extraction_figures("apache", {
+        "one_worker": [_round(40, 4, 50.0, 5.0)], "two_workers": [_round(40, 8, 25.0, 3.0)]
+    })[1].note  # fmt: skip
