@@ -1,4 +1,5 @@
-# The memstream worker image used by docker-compose.kafka.yml (Kafka and MongoDB are external).
+# The memstream image docker-compose.kafka.yml runs each stage worker and the HTTP API from
+# (Kafka and MongoDB are external).
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -7,6 +8,6 @@ COPY handlers handlers
 COPY streams streams
 COPY projections projections
 COPY memstream memstream
-RUN pip install --no-cache-dir '.[embeddings]'
+RUN pip install --no-cache-dir '.[embeddings,server]'
 ENV MEMSTREAM_DATA_DIR=/var/lib/memstream
 CMD ["memstream", "up"]

@@ -40,6 +40,7 @@ from memstream.keys import KeyStore
 from memstream.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
 from memstream.servers.loopback import free_port
 from memstream.topics import ensure_topics
+from projections.vectors import pack_vector
 from tests.support.scripted_llm import ScriptedLLM, embed_text
 
 USER = "bench-user"
@@ -83,7 +84,7 @@ def memories(model: str) -> list[dict[str, Any]]:
                 "reinforcement_count": 0,
                 "created_at": now,
                 "updated_at": now,
-                "embedding": embed_text(text),
+                "embedding": pack_vector(embed_text(text)),
                 "embedding_model": model,
             }
         )

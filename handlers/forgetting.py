@@ -79,7 +79,7 @@ def memories_forgotten(
     else:
         request_id, scope = request.event_id, "user"
     return MemoriesForgotten(
-        event_id=derived_id("memories-forgotten", memory_type, request.event_id),
+        event_id=forgotten_fact_id(request, memory_type),
         occurred_at=request.occurred_at,
         request_id=request_id,
         scope=scope,
@@ -89,6 +89,28 @@ def memories_forgotten(
         session_ids=session_ids,
         saves=isinstance(request, UserForgotten),
     )
+
+
+def forgotten_fact_id(request: StageForgetInput, memory_type: MemoryType) -> str:
+    """The id of the fact a memory type's stage writes for `request` (one per request)."""
+    return derived_id("memories-forgotten", memory_type, request.event_id)
+
+
+def forget_again(
+    request: StageForgetInput, memory_type: MemoryType, known: Iterable[KnownMemoryFacts]
+) -> MemoriesForgotten | None:
+    """The fact for a request whose fact was written before, read again (a redelivery after a
+    crash): None when nothing it covers is known any more — the usual case — else a fact of its
+    own (its id names the memories) for what became known again meanwhile: a snapshot before
+    the request, applied again after the crash, learned it again."""
+    held = list(known)
+    known_ids = {memory.memory_id for memory in held}
+    again = tuple(i for i in memories_to_forget(request, held) if i in known_ids)
+    if not again:
+        return None
+    fact = memories_forgotten(request, memory_type, again)
+    event_id = derived_id("memories-forgotten-again", memory_type, request.event_id, *again)
+    return fact.model_copy(update={"event_id": event_id})
 
 
 def forget_ahead(snapshot: SnapshotPromoted, later: Iterable[object]) -> str | None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from events.memories import MemoryType
+    from handlers.reconcile import KnownMemory, KnownMemoryFacts
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,12 @@ class Embedder(Protocol):
 
 
 class ProviderUnavailable(RuntimeError):
-    """A model provider cannot answer now (unreachable, overloaded, misconfigured): retry later."""
+    """A model provider cannot answer now (unreachable, overloaded, misconfigured): retry later,
+    not before `retry_after` seconds when the provider said so (HTTP 429/503 `Retry-After`)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class LLMUnavailable(ProviderUnavailable):
@@ -43,3 +53,29 @@ class LLMUnavailable(ProviderUnavailable):
 
 class EmbeddingUnavailable(ProviderUnavailable):
     """The embedding provider could not be reached; worth retrying later."""
+
+
+class StageReadModel(Protocol):
+    """What a memory type's stage reads of the projected read model (blocking calls, made in a
+    thread): a user's current memories, and whether its results and forget facts are projected
+    (docs/architecture.md, "Reconciliation")."""
+
+    def projected_offsets(self, partitions: Collection[int]) -> dict[int, int | None]:
+        """How far the projector applied each memories-topic partition (None: nothing)."""
+        ...
+
+    def current_memories(self, user_id: str, memory_type: MemoryType) -> list[KnownMemory]: ...
+
+    def memory_facts(self, user_id: str, memory_type: MemoryType) -> list[KnownMemoryFacts]: ...
+
+    def extraction_holder(self, snapshot_id: str, memory_type: MemoryType) -> str | None:
+        """The id of the result holding the snapshot's extraction of `memory_type`, if any."""
+        ...
+
+    def save_projected(self, result_id: str) -> bool: ...
+
+    def forget_projected(self, request_id: str, fact_id: str) -> bool: ...
+
+    def due_memories(self, memory_type: MemoryType, now: datetime) -> list[KnownMemoryFacts]:
+        """Current memories whose version expires at or before `now`."""
+        ...

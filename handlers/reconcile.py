@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from events.base import UtcDatetime
@@ -144,11 +145,20 @@ class Reconciliation:
 
 
 def cosine(left: Sequence[float], right: Sequence[float]) -> float:
-    """Cosine similarity; 0 for vectors of different lengths or zero vectors."""
+    """Cosine similarity of the two vectors at float32 precision; 0 for vectors of different
+    lengths or zero vectors.
+
+    Both are first rounded to float32, the precision vectors are stored at: a known memory's
+    vector is the same whether it comes from a decision in the log (seven significant decimal
+    digits) or from the read model (packed float32), so a decision never depends on where the
+    stage read it. The sums are exact (`math.fsum`), so the result does not depend on the order
+    a vector library would add in, nor on the machine."""
     if len(left) != len(right) or not left:
         return 0.0
-    dot = sum(a * b for a, b in zip(left, right, strict=True))
-    norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+    a = np.asarray(left, dtype=np.float32).astype(np.float64)
+    b = np.asarray(right, dtype=np.float32).astype(np.float64)
+    dot = math.fsum((a * b).tolist())
+    norms = math.sqrt(math.fsum((a * a).tolist())) * math.sqrt(math.fsum((b * b).tolist()))
     return dot / norms if norms else 0.0
 
 

@@ -71,26 +71,20 @@ def detect_language(texts: Iterable[str]) -> Language:
     """
     cjk = latin = 0
     for text in texts:
-        for char in text:
-            if _is_cjk_ideograph(char):
-                cjk += 1
-            elif _is_latin_letter(char):
-                latin += 1
+        cjk += len(_CJK_IDEOGRAPH.findall(text))
+        latin += len(_LATIN_LETTER.findall(text))
     return "zh" if cjk and cjk >= ZH_SHARE_THRESHOLD * (cjk + latin) else "en"
 
 
-def _is_cjk_ideograph(char: str) -> bool:
-    code = ord(char)
-    return (
-        0x4E00 <= code <= 0x9FFF  # CJK Unified Ideographs
-        or 0x3400 <= code <= 0x4DBF  # Extension A
-        or 0xF900 <= code <= 0xFAFF  # Compatibility Ideographs
-        or 0x20000 <= code <= 0x3134F  # Extensions B-G
-    )
-
-
-def _is_latin_letter(char: str) -> bool:
-    return char.isalpha() and (char.isascii() or 0x00C0 <= ord(char) <= 0x024F)
+_CJK_IDEOGRAPH = re.compile(
+    "[\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\u3400-\u4dbf"  # Extension A
+    "\uf900-\ufaff"  # Compatibility Ideographs
+    "\U00020000-\U0003134f]"  # Extensions B-G
+)
+_LATIN_LETTER = re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")
+"""ASCII letters, and the letters of Latin-1 Supplement and Latin Extended-A and B (U+00C0 to
+U+024F but the multiplication and division signs)."""
 
 
 def conversation_language(messages: Sequence[ChatMessage]) -> Language:

@@ -66,10 +66,6 @@ _DECISION_FIELDS: tuple[tuple[str, FieldKind], ...] = (
 )
 _SAVE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("content", "json"),)
 _FAILURE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("failure", "text"),)
-_KNOWN_MEMORY_FIELDS: tuple[tuple[str, FieldKind], ...] = (
-    ("content", "json"),
-    ("embedding", "vector"),
-)
 MEMORY_EVENT_TYPES = frozenset({"MemoryAdded", "MemoryUpdated", "MemoryReinforced"})
 RESULT_EVENT_TYPES = frozenset({"SnapshotExtracted", "MemorySaved"})
 
@@ -206,29 +202,6 @@ def has_sealed_turns(payload: dict[str, Any]) -> bool:
     )
 
 
-def seal_known_memory(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
-    """A stage's stored memory (`handlers.reconcile.KnownMemory`, as JSON) with its content and
-    vector sealed with the memory's key: the stage's changelog holds no plaintext either."""
-    _seal_places(_known_memory_places(payload), keys)
-    return payload
-
-
-def open_known_memory(payload: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
-    """A stored memory with its content and vector opened (`KeyDestroyed`: forgotten)."""
-    _open_places(_known_memory_places(payload), keys)
-    return payload
-
-
-def sealed_key_ids(payload: dict[str, Any]) -> set[str]:
-    """The key ids of a stored memory's sealed values (to look them up before opening)."""
-    return {
-        str(place.holder[name]["key_id"])
-        for place in _known_memory_places(payload)
-        for name, _ in place.fields
-        if is_sealed(place.holder.get(name)) and "key_id" in place.holder[name]
-    }
-
-
 def has_sealed_content(payload: dict[str, Any]) -> bool:
     """Whether any content field of `payload` is sealed."""
     return any(
@@ -281,13 +254,6 @@ def _window_places(payload: dict[str, Any]) -> Iterator[_Place]:
     for turn in turns if isinstance(turns, list) else ():
         if isinstance(turn, dict):
             yield from _session_place(payload, turn, _TURN_FIELDS, turn.get("turn_id"))
-
-
-def _known_memory_places(payload: dict[str, Any]) -> Iterator[_Place]:
-    user, memory = payload.get("user_id"), payload.get("memory_id")
-    if isinstance(user, str) and isinstance(memory, str) and memory:
-        item = f"known-memory:{memory}"  # not a decision's id: a stored copy
-        yield _Place(payload, _KNOWN_MEMORY_FIELDS, "memory", user, memory, item)
 
 
 def _session_place(

@@ -15,6 +15,12 @@ on the inputs (docs/architecture.md, "Time"):
   already applied (a redelivery after a crash) and change nothing.
 * **A window fits in one record.** When the next turn would push the window past
   `max_snapshot_bytes`, the pending turns are promoted first (reason `count`).
+* **State is bounded by open work.** A window with nothing pending is kept for
+  `dedup_horizon` after the session's latest turn (to recognise re-sent turns), then retired:
+  the idle command that finds it quiet that long deletes it (`WindowDecision.retired`), in
+  event time like a promotion. A session that goes on later starts a new window, numbered
+  from 0 again (`seq` orders a session's snapshots only within one window's lifetime; ids
+  never repeat).
 
 The stage applies a decision by sending its snapshots (waiting for the broker's ack) and then
 storing the window; a crash in between re-promotes the same turns under the same id.
@@ -46,6 +52,14 @@ A producer retry or a re-sent record arrives within moments of the original, at 
 later; 64 covers three full windows at the default `max_messages` (20) at ~60 bytes each."""
 SNAPSHOT_ENVELOPE_BYTES = 2_000
 """An upper bound on a snapshot's bytes besides its turns (ids up to 200 characters, times …)."""
+DEFAULT_DEDUP_HORIZON = timedelta(hours=1)
+"""How long the window keeps a quiet session's recent turn ids (`WindowPolicy.dedup_horizon`).
+
+The window's state must be bounded by open work, not by every session ever seen (a restart
+replays the table): a session with nothing pending is kept only this long after its last turn,
+then retired. A producer's retry arrives within seconds; an application that re-sends a whole
+conversation does so within minutes. An hour covers both with a wide margin, and keeps the
+table at the sessions active in the last hour (10,000 sessions an hour at ~3 kB each: 30 MB)."""
 DEFAULT_MAX_SNAPSHOT_BYTES = 512_000
 """Half the largest record (`MAX_EVENT_BYTES`): a single turn (at most 32,000 characters, under
 200 kB encoded even if every character needs a 6-byte escape) always fits."""
@@ -75,6 +89,9 @@ class SessionWindow(BaseModel):
     last_activity_at: UtcDatetime | None = None
     """The latest `recorded_at` among the pending turns (None when nothing is pending)."""
     recent: tuple[RecentTurn, ...] = ()
+    latest_input_at: UtcDatetime | None = None
+    """The latest `recorded_at` of the session's turns, or the time of a forget request of it:
+    the dedup horizon counts from here (None: stored before the field existed)."""
     partition: int | None = None
     """The turns-topic partition the session's records arrive on (None: stored before the field
     existed, or not told), so a user's forget request on that partition finds the window."""
@@ -103,6 +120,9 @@ class WindowPolicy:
     idle_timeout: timedelta
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
     max_turn_chars: int = MAX_CONTENT_CHARS
+    dedup_horizon: timedelta = DEFAULT_DEDUP_HORIZON
+    """How long a session's window outlives its last turn once nothing is pending: until then a
+    re-sent turn is recognised (`recent`); then the window is retired (deleted)."""
     sealed: bool = False
     """Whether snapshots are written sealed: the byte budget then counts each turn's sealed
     size (`events.sealed.sealed_text_json_bytes`), so a sealed snapshot stays within it."""
@@ -124,6 +144,8 @@ class WindowDecision:
     rejected: str | None = None
     forgotten: SessionsForgotten | None = None
     """Sent after `snapshots` when the input was a forget request."""
+    retired: bool = False
+    """The window is to be deleted: nothing pending, quiet for `dedup_horizon`."""
 
 
 WindowInput = TurnRecorded | SessionFlushRequested | SessionIdled | SessionForgotten
@@ -146,7 +168,10 @@ def decide(
         current = current.model_copy(update={"partition": partition})
     if isinstance(command, SessionForgotten):
         fact = sessions_forgotten(command, [command.session_id], partition or 0)
-        return WindowDecision(forgotten_turns(current), forgotten=fact)
+        forgotten = forgotten_turns(current).model_copy(
+            update={"latest_input_at": _latest(current.latest_input_at, command.occurred_at)}
+        )
+        return WindowDecision(forgotten, forgotten=fact)
     if isinstance(command, TurnRecorded):
         return _on_turn(current, command, policy)
     if isinstance(command, SessionFlushRequested):
@@ -230,6 +255,7 @@ def _with_turn(
             "last_activity_at": turn.recorded_at if last is None else max(last, turn.recorded_at),
             "agent_id": turn.agent_id or window.agent_id,
             "recent": recent[-RECENT_TURNS_REMEMBERED:],
+            "latest_input_at": _latest(window.latest_input_at, turn.recorded_at),
         }
     )
 
@@ -237,6 +263,8 @@ def _with_turn(
 def _on_idle(window: SessionWindow, command: SessionIdled, policy: WindowPolicy) -> WindowDecision:
     if command.window_seq != window.seq:
         return WindowDecision(window, ignored=f"stale idle command for window {command.window_seq}")
+    if is_retired(window, command.occurred_at, policy):
+        return WindowDecision(window, retired=True)
     if not is_idle(window, command.occurred_at, policy):
         return WindowDecision(window, ignored=f"session was not idle at {command.occurred_at}")
     closed, snapshot = _promote(window, "idle", command.occurred_at)
@@ -280,6 +308,19 @@ def is_idle(window: SessionWindow, at: datetime, policy: WindowPolicy) -> bool:
     return at - window.last_activity_at >= policy.idle_timeout
 
 
+def is_retired(window: SessionWindow, at: datetime, policy: WindowPolicy) -> bool:
+    """A window with nothing pending whose latest input is `dedup_horizon` or more before `at`
+    (or unknown: a window stored before the field existed)."""
+    if window.turns:
+        return False
+    latest = window.latest_input_at
+    return latest is None or at - latest >= policy.dedup_horizon
+
+
+def _latest(known: datetime | None, at: datetime) -> datetime:
+    return at if known is None else max(known, at)
+
+
 def turn_fingerprint(turn: TurnRecorded) -> str:
     """What a turn said, hashed: the same event sent twice has the same fingerprint.
 
@@ -321,10 +362,11 @@ def should_request_idle(
 ) -> bool:
     """Whether the idle timer should write an idle command for `window` at wall time `now`.
 
-    Only for a window idle as of `now`, and not again for the same window until another
-    `idle_timeout` (at least a second) has passed: the first command may still be on its way.
+    Only for a window idle as of `now` (one with pending turns to promote, or one with nothing
+    pending to retire), and not again for the same window until another `idle_timeout` (at
+    least a second) has passed: the first command may still be on its way.
     """
-    if not is_idle(window, now, policy):
+    if not (is_idle(window, now, policy) or is_retired(window, now, policy)):
         return False
     if last_request is None or last_request.window_seq != window.seq:
         return True

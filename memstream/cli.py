@@ -162,6 +162,9 @@ def _up(args: argparse.Namespace) -> int:
                 startup_seconds={server.name: server.startup_seconds for server in infra.servers},
                 bootstrap_servers=infra.bootstrap_servers,
                 mongodb_uri=infra.mongodb_uri,
+                llm_base_url=running.llm.base_url,
+                llm_local=infra.llm_server is not None,
+                llm_health_url=_health_url(infra.llm_server),
             )
             print(f"log: {infra.describe_log()}")
             print("memstream is running. Point the SDK at it with:")
@@ -174,7 +177,10 @@ def _up(args: argparse.Namespace) -> int:
                 )
             print("Press Ctrl-C to stop.", flush=True)
             try:
-                Supervisor(pipeline).run()  # restarts crashed stages; raises when one keeps failing
+                # restarts crashed stages and the local LLM; raises when one keeps failing
+                Supervisor(pipeline, servers=infra.supervised_servers()).run(
+                    report=lambda state: record.describe(supervision=state)
+                )
             except KeyboardInterrupt:
                 print("\nstopping …", file=sys.stderr)
             finally:
@@ -186,6 +192,13 @@ def _up(args: argparse.Namespace) -> int:
     finally:
         record.release()
     return 0
+
+
+def _health_url(server: object) -> str | None:
+    """Where `memstream status` asks the local LLM server whether it lives."""
+    from memstream.local.llm import LocalLLMServer
+
+    return server.health_url if isinstance(server, LocalLLMServer) else None
 
 
 def _api_server(settings: Settings, port: int | None) -> ApiServer | None:
@@ -244,15 +257,16 @@ def _demo(args: argparse.Namespace) -> int:
                 log_dir=Path(scratch) / "logs",
                 ephemeral=True,  # a throwaway run: Tansu in memory, the database in `scratch`
                 mongo_path=Path(scratch) / "mongo",
-            ) as (settings, _, pipeline),
+            ) as (settings, infra, pipeline),
         ):
             print(
                 f"pipeline ready after {time.monotonic() - started:.1f}s",
                 file=sys.stderr,
                 flush=True,
             )
-            # A short scripted run: a stage that dies is a bug to show at once, not to restart.
-            supervisor = Supervisor(pipeline, FAIL_FAST)
+            # A short scripted run: a stage (or the local LLM) that dies is a bug to show at once,
+            # not to restart.
+            supervisor = Supervisor(pipeline, FAIL_FAST, servers=infra.supervised_servers())
             for session_id, messages in DEMO_SESSIONS:
                 print(f"recording {session_id} …", file=sys.stderr, flush=True)
                 asyncio.run(record_session(settings, session_id, messages))

@@ -9,10 +9,12 @@ Environment variables (they win over the file):
 | MONGODB_URI, MONGODB_DATABASE | mongodb.uri (unset: embedded server), mongodb.database |
 | OPENAI_BASE_URL, OPENAI_API_KEY, MEMSTREAM_LLM_MODEL | llm.base_url, llm.api_key, llm.model |
 | MEMSTREAM_LOCAL_LLM (auto, small, large, off) | llm.local (used when no endpoint is set) |
+| MEMSTREAM_LLM_MAX_IN_FLIGHT | llm.max_in_flight (LLM calls in flight per worker) |
 | MEMSTREAM_EMBEDDING_PROVIDER, MEMSTREAM_EMBEDDING_MODEL | embedding.provider, embedding.model |
 | MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
 | MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
+| MEMSTREAM_DEDUP_HORIZON | window.dedup_horizon_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
 | MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
@@ -47,7 +49,11 @@ from events.memories import MEMORY_TYPES, MemoryType
 from events.topics import Topics
 from events.turns import MAX_CONTENT_CHARS
 from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_MEMORIES
-from handlers.window import DEFAULT_MAX_SNAPSHOT_BYTES, SNAPSHOT_ENVELOPE_BYTES
+from handlers.window import (
+    DEFAULT_DEDUP_HORIZON,
+    DEFAULT_MAX_SNAPSHOT_BYTES,
+    SNAPSHOT_ENVELOPE_BYTES,
+)
 
 
 class ConfigError(ValueError):
@@ -61,7 +67,12 @@ class _Section(BaseModel):
 class KafkaSettings(_Section):
     bootstrap_servers: str | None = None
     topic_prefix: str = Field(default="memstream.", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
-    partitions: int = Field(default=4, ge=1, le=1024)
+    partitions: int = Field(default=16, ge=1, le=1024)
+    """Partitions of every topic, made once: how many workers of one stage can share its work
+    (a worker per partition at most). Adding partitions later would move users away from
+    their state, so the default leaves room to scale out; each partition costs the broker a
+    few files and a worker a changelog partition per table (README, "Running on more than one
+    machine"). Existing topics keep their count (`memstream.topics`)."""
     replication_factor: int = Field(default=1, ge=1, le=10)
     group_prefix: str = Field(default="memstream-", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
     session_timeout_seconds: float = Field(default=6.0, gt=0)
@@ -92,6 +103,10 @@ class LLMSettings(_Section):
     model: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=3, ge=1, le=10)
+    max_in_flight: int = Field(default=16, ge=1, le=1_024)
+    """LLM calls one memory type's worker keeps in flight at once (each stage worker has its
+    own): a hosted endpoint serves many requests at a time; a local CPU model one
+    (`memstream up` sets 1 for the packaged model)."""
     max_tokens: int = Field(default=1024, ge=16, le=32_768)
     """Bounds each answer (small models in JSON mode may otherwise emit whitespace forever)."""
     local: Literal["auto", "small", "large", "off"] = "auto"
@@ -120,6 +135,11 @@ class WindowSettings(_Section):
     max_messages: int = Field(default=20, ge=1, le=1_000)
     idle_timeout_seconds: float = Field(default=300.0, gt=0)
     idle_check_interval_seconds: float = Field(default=5.0, gt=0)
+    dedup_horizon_seconds: float = Field(
+        default=DEFAULT_DEDUP_HORIZON.total_seconds(), ge=1, le=30 * 24 * 3600
+    )
+    """How long a quiet session's window (nothing pending) is kept after its latest turn, to
+    recognise re-sent turns; then it is retired (`handlers.window.DEFAULT_DEDUP_HORIZON`)."""
     max_snapshot_bytes: int = Field(
         default=DEFAULT_MAX_SNAPSHOT_BYTES,
         ge=10_000,
@@ -264,12 +284,14 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_LLM_MODEL": ("llm", "model"),
     "MEMSTREAM_LOCAL_LLM": ("llm", "local"),
     "MEMSTREAM_LLM_TIMEOUT": ("llm", "timeout_seconds"),
+    "MEMSTREAM_LLM_MAX_IN_FLIGHT": ("llm", "max_in_flight"),
     "MEMSTREAM_EMBEDDING_PROVIDER": ("embedding", "provider"),
     "MEMSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
     "MEMSTREAM_EMBEDDING_BASE_URL": ("embedding", "base_url"),
     "MEMSTREAM_MAX_MESSAGES": ("window", "max_messages"),
     "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
     "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
+    "MEMSTREAM_DEDUP_HORIZON": ("window", "dedup_horizon_seconds"),
     "MEMSTREAM_MAX_SNAPSHOT_BYTES": ("window", "max_snapshot_bytes"),
     "MEMSTREAM_MAX_TURN_CHARS": ("limits", "max_turn_chars"),
     "MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION": ("limits", "max_memories_per_extraction"),

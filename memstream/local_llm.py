@@ -7,14 +7,23 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstream.config import Settings
 
-PROMPT_CACHE = ("--cache", "true", "--cache_size", str(1 << 30))
-"""llama.cpp's prompt cache (1 GiB of RAM): each memory type's long system prompt is evaluated
-once, not once per snapshot. Measured on the extraction of 6 snapshots by all four types: the
-same memories, a third of the seconds (bench/types_cost-1.5b*.json, BENCHMARKS.md)."""
+if TYPE_CHECKING:
+    from memstream.local.llm import LocalLLMServer
+
+PROMPT_CACHE = ("--logits_all", "false", "--cache", "true", "--cache_size", str(384 << 20))
+"""llama.cpp's prompt cache: each memory type's long system prompt is evaluated once, not once
+per snapshot. Measured on the extraction of 6 snapshots by all four types: the same memories, a
+third of the seconds (bench/types_cost-1.5b*.json, BENCHMARKS.md). `memstream.local.llama_server`
+keeps one state per prompt kind (five: four types, reconciliation) and no logits, and its
+384 MiB bound counts every byte a state holds (five states of 2,300 tokens with the 1.5B model);
+no logits are computed for prompt tokens either (``--logits_all false``: memstream asks for no
+logprobs). Measured: bench/prompt_cache.py, BENCHMARKS.md "Prompt cache"."""
 
 
 def wants_local_llm(settings: Settings) -> bool:
@@ -29,11 +38,23 @@ def local_llm_available(settings: Settings) -> bool:
     return wants_local_llm(settings) and llama_cpp_available()
 
 
+@dataclass(frozen=True)
+class LocalLLM:
+    """The workers' LLM environment, and the local server when `up` started one."""
+
+    environment: dict[str, str]
+    server: LocalLLMServer | None = None
+
+
 @contextmanager
-def local_llm_environment(settings: Settings, log_dir: Path) -> Iterator[dict[str, str]]:
-    """Start the local LLM server if the configuration asks for it; yield the workers' env."""
+def local_llm(settings: Settings, log_dir: Path) -> Iterator[LocalLLM]:
+    """Start the local LLM server if the configuration asks for it (and stop it afterwards).
+
+    The server is not watched here: `memstream.supervisor.Supervisor(pipeline, servers=...)`
+    restarts it on the same port when it dies (as `memstream up` does).
+    """
     if not wants_local_llm(settings):
-        yield {}
+        yield LocalLLM({})
         return
     from memstream.local.llm import DEFAULT_MODEL, MODEL_ENV, MODELS, start_local_llm
 
@@ -53,13 +74,21 @@ def local_llm_environment(settings: Settings, log_dir: Path) -> Iterator[dict[st
             file=sys.stderr,
             flush=True,
         )
-        yield {
-            "OPENAI_BASE_URL": server.base_url,
-            "OPENAI_API_KEY": "local",
-            "MEMSTREAM_LLM_MODEL": server.model,
-            # A CPU-bound model answers slowly when the machine is busy: wait, do not abandon.
-            "MEMSTREAM_LLM_TIMEOUT": "900",
-        }
+        yield LocalLLM(local_llm_worker_environment(server.base_url, server.model), server)
+
+
+def local_llm_worker_environment(base_url: str, model: str) -> dict[str, str]:
+    """What the stage workers are told about a local LLM server."""
+    return {
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "local",
+        "MEMSTREAM_LLM_MODEL": model,
+        # A CPU-bound model answers slowly when the machine is busy: wait, do not abandon.
+        "MEMSTREAM_LLM_TIMEOUT": "900",
+        # One server answers one request at a time, on every core: a worker's second request
+        # in flight would only wait in its queue (and time out there).
+        "MEMSTREAM_LLM_MAX_IN_FLIGHT": "1",
+    }
 
 
 def _progress_printer() -> Callable[[int, int], None]:

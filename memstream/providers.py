@@ -12,7 +12,7 @@ from memstream.config import EmbeddingSettings, LLMSettings
 
 RETRYABLE = (
     openai.APIConnectionError,  # includes timeouts
-    openai.RateLimitError,
+    openai.RateLimitError,  # HTTP 429: waited out, at least as long as its Retry-After says
     openai.InternalServerError,
     # Misconfiguration (bad key, unknown model) is fixed by an operator, not by the snapshot:
     # wait for the fix instead of dead-lettering every snapshot in the meantime.
@@ -21,6 +21,26 @@ RETRYABLE = (
     openai.NotFoundError,
 )
 """Errors that say nothing about the request itself: retried, never dead-lettered."""
+
+
+def retry_after(exc: Exception) -> float | None:
+    """The seconds an HTTP error's `Retry-After` (or OpenAI's `retry-after-ms`) asks us to wait
+    before trying again; None without one (or with an HTTP date, which we do not parse)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if seconds >= 0:
+            return seconds
+    return None
 
 
 class MissingProvider(RuntimeError):
@@ -60,7 +80,8 @@ class OpenAIChatModel:
                 max_tokens=self.max_tokens,
             )
         except RETRYABLE as exc:
-            raise LLMUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            message = f"{type(exc).__name__}: {exc}"
+            raise LLMUnavailable(message, retry_after=retry_after(exc)) from exc
         usage = response.usage
         return ChatAnswer(
             text=response.choices[0].message.content or "",
@@ -91,7 +112,8 @@ class OpenAIEmbedder:
         try:
             response = self._client.embeddings.create(model=self.model, input=list(texts))
         except RETRYABLE as exc:
-            raise EmbeddingUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            message = f"{type(exc).__name__}: {exc}"
+            raise EmbeddingUnavailable(message, retry_after=retry_after(exc)) from exc
         return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
 
 

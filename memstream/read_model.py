@@ -8,6 +8,7 @@ block: `handlers.context`); this module only fetches and hands over.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime
@@ -131,7 +132,8 @@ class ReadModel:
     async def _user_index(self, user_id: str) -> UserIndex:
         """The user's index, brought up to date: updated with the memories changed since it
         was built when the user's change feed (`memory_writes`) still lists them all, rebuilt
-        from every current memory otherwise (docs/architecture.md, "Search")."""
+        from every current memory otherwise (docs/architecture.md, "Search"). The build and the
+        update run in a thread: the event loop goes on serving other requests meanwhile."""
         writes = await self._db[MEMORY_WRITES].find_one({"_id": user_id})
         revision: Revision
         if writes is None:  # a database projected before the change feed existed
@@ -150,16 +152,22 @@ class ReadModel:
             and 0 < revision - index.revision <= len(changed)
         ):
             ids = sorted(set(changed[len(changed) - (revision - index.revision) :]))
-            documents = await self._find(
-                MEMORIES,
-                {"memory_id": {"$in": ids}, "user_id": user_id, "status": "current"},
-                INDEXED_FIELDS,
-            )
-            return self._index.store(user_id, index.updated(revision, ids, documents))
-        documents = await self._find(
-            MEMORIES, {"user_id": user_id, "status": "current"}, INDEXED_FIELDS
-        )
-        return self._index.store(user_id, UserIndex.built(revision, documents))
+            documents = await self._indexed_memories(user_id, ids)
+            updated = await asyncio.to_thread(index.updated, revision, ids, documents)
+            return self._index.store(user_id, updated)
+        documents = await self._indexed_memories(user_id)
+        built = await asyncio.to_thread(UserIndex.built, revision, documents)
+        return self._index.store(user_id, built)
+
+    async def _indexed_memories(
+        self, user_id: str, memory_ids: Sequence[str] | None = None
+    ) -> list[Document]:
+        """The user's current memories (those of `memory_ids` only, if given) with the fields
+        the index reads: one query, its vectors as stored (`memstream.search_index` unpacks
+        them)."""
+        chosen: Document = {} if memory_ids is None else {"memory_id": {"$in": list(memory_ids)}}
+        query = {**chosen, "user_id": user_id, "status": "current"}
+        return await self._find(MEMORIES, query, INDEXED_FIELDS)
 
     async def memory_type_of(self, user_id: str, memory_id: str) -> MemoryType | None:
         """The type of one of the user's memories (`None`: the user has no such memory)."""

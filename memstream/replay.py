@@ -17,7 +17,9 @@ keeps the partition it was read from (`LoggedEvent`), which turns store as the p
 forgetting a user erases a turns partition's turns (`projections.forgetting`). Replay refuses
 a database that already holds a read model: bulk claims assume they are the first.
 
-**Verify** compares two read models document by document and lists every difference.
+**Verify** compares two read models document by document and lists every difference. A memory's
+vector compares as the float32s it holds, so a database projected before vectors were packed
+(`projections.vectors`: lists of doubles) verifies against its replay.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_rec
 from handlers.sealed_events import opener
 from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
-from projections import BulkWrites, apply_event, ensure_indexes
+from projections import ensure_indexes, project_batch
 from projections.data_keys import StoreKeyRing
 from projections.store import (
     DEAD_LETTERS,
@@ -54,10 +56,12 @@ from projections.store import (
     SNAPSHOTS,
     TURNS,
 )
+from projections.vectors import pack_vector, unpack_vector
 
 Db = Database[dict[str, Any]]
 COMPARED = (TURNS, SNAPSHOTS, SAVES, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
-FLUSH_EVERY = 2_000
+BATCH_EVENTS = 2_000
+END_WAIT_MS = 50
 
 
 class NotEmpty(RuntimeError):
@@ -90,26 +94,33 @@ class ReplayReport:
 def replay(
     events: Iterator[LoggedEvent], target: Db, *, total: int | None = None, show: bool = True
 ) -> ReplayReport:
-    """Project `events` (in replay order) into the empty database `target`, in bulk."""
+    """Project `events` (in replay order) into the empty database `target`, in batches."""
     if any(target[name].estimated_document_count() for name in COMPARED):
         raise NotEmpty(f"database {target.name!r} is not empty: replay into a fresh one")
     ensure_indexes(target)
-    writes = BulkWrites(target)
     report = ReplayReport()
     started = time.monotonic()
     with Progress(disable=not show, transient=False) as progress:
         task = progress.add_task("replaying", total=total)
-        for logged in events:
-            apply_event(writes, logged.event, partition=logged.partition)
-            report.events += 1
-            progress.advance(task)
-            if writes.pending >= FLUSH_EVERY:
-                writes.flush()
-        writes.flush()
-    report.writes = writes.written
-    report.collisions = writes.collisions
+        for batch in _batches(events, BATCH_EVENTS):
+            outcome = project_batch(target, [(logged.event, logged.partition) for logged in batch])
+            report.events += len(batch)
+            report.writes += outcome.writes
+            report.collisions.extend(str(error) for error in outcome.errors if error is not None)
+            progress.advance(task, len(batch))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _batches(events: Iterator[LoggedEvent], size: int) -> Iterator[list[LoggedEvent]]:
+    batch: list[LoggedEvent] = []
+    for logged in events:
+        batch.append(logged)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 # -- the log from Kafka ------------------------------------------------------------------------
@@ -168,8 +179,12 @@ async def _partitions(
     from_time: datetime | None,
 ) -> dict[TopicPartition, list[tuple[bytes | None, bytes | None]]]:
     """Every record of every partition in `tps` from the start position to its end, each in log
-    order. All partitions are fetched together: the end is known when a fetch comes back empty
-    (Tansu's end offsets can be short), so that wait is paid once, not once per partition."""
+    order. All partitions are fetched together, and the end is known when every position has
+    reached its end offset and a short fetch (`END_WAIT_MS`) brings nothing more. Tansu's end
+    offsets can be short (the first offset of a partition's newest batch, plus one), but a
+    consumer receives record batches whole: once a position has passed that offset the rest of
+    the batch is already in the consumer and comes at once, so the wait is paid once, and
+    short."""
     starts: dict[TopicPartition, int | None] = {tp: from_offset for tp in tps}
     if from_time is not None:
         stamp = int(from_time.timestamp() * 1000)
@@ -190,10 +205,11 @@ async def _partitions(
         tp: [] for tp in active
     }
     while True:
-        batches = await consumer.getmany(*active, timeout_ms=500)
+        reached = all([await consumer.position(tp) >= ends[tp] for tp in active])
+        batches = await consumer.getmany(*active, timeout_ms=END_WAIT_MS if reached else 500)
         for tp, batch in batches.items():
             records[tp].extend((r.key, r.value) for r in batch)
-        if not batches and all([await consumer.position(tp) >= ends[tp] for tp in active]):
+        if not batches and reached:
             return records
 
 
@@ -357,8 +373,8 @@ def differences(left: Db, right: Db, *, limit: int = 50) -> list[str]:
     """What differs between two read models, document by document (at most `limit` lines)."""
     found: list[str] = []
     for name in COMPARED:
-        mine = {d["_id"]: d for d in left[name].find()}
-        theirs = {d["_id"]: d for d in right[name].find()}
+        mine = {d["_id"]: _compared(name, d) for d in left[name].find()}
+        theirs = {d["_id"]: _compared(name, d) for d in right[name].find()}
         for missing in sorted(set(mine) - set(theirs), key=str):
             found.append(f"{name} {missing!r}: only in {left.name}")
         for extra in sorted(set(theirs) - set(mine), key=str):
@@ -369,6 +385,14 @@ def differences(left: Db, right: Db, *, limit: int = 50) -> list[str]:
         if len(found) >= limit:
             return found[:limit]
     return found
+
+
+def _compared(collection: str, document: dict[str, Any]) -> dict[str, Any]:
+    """`document` as verify compares it: a memory's vector packed, in whichever form it was
+    stored."""
+    if collection == MEMORIES and "embedding" in document:
+        return {**document, "embedding": pack_vector(unpack_vector(document["embedding"]))}
+    return document
 
 
 def _changed(left: Any, right: Any, path: str = "") -> list[str]:

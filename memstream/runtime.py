@@ -37,8 +37,8 @@ from memstream.servers import (
 )
 from memstream.servers.kafka_lock import KAFKA_VERSION
 from memstream.servers.process import ChildProcess
-from memstream.topics import ensure_topics
-from memstream.worker import READY_MARKER
+from memstream.topics import ensure_topics, topic_partitions
+from memstream.worker import EXIT_WITH_PARENT_VARIABLE, READY_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,14 @@ class Infrastructure:
     """Where the embedded durable log keeps its data."""
     database_path: Path | None = None
     """Where the embedded database keeps its data (a throwaway folder with `ephemeral`)."""
+    llm_server: LoopbackServer | None = None
+    """The local LLM server `running_pipeline` started (no LLM endpoint configured)."""
+
+    def supervised_servers(self) -> dict[str, LoopbackServer]:
+        """The servers `memstream.supervisor.Supervisor` restarts when they die: the local LLM.
+        (A dead broker or database is waited out by the stages, and restarting them is not
+        ours to do on a configured deployment.)"""
+        return {} if self.llm_server is None else {"local-llm": self.llm_server}
 
     def describe_log(self) -> str:
         if self.log == "kafka":
@@ -191,7 +199,7 @@ class StageProcess:
     ) -> None:
         """`log_name` (default `worker-<stage>.log`) tells a second worker of a stage apart."""
         self.stage = stage
-        self.environment = dict(environment)
+        self.environment = {**environment, EXIT_WITH_PARENT_VARIABLE: "1"}
         self.command = (
             list(command)
             if command is not None
@@ -333,18 +341,23 @@ def running_pipeline(
 ) -> Iterator[tuple[Settings, Infrastructure, Pipeline]]:
     """Infrastructure, the LLM (local if none is configured), topics and every stage worker.
 
-    Nothing watches the workers here: run `memstream.supervisor.Supervisor(pipeline)` in the
-    foreground (as `memstream up` does) to restart a crashed stage and to stop on a crash loop.
+    Nothing watches the workers here: run `memstream.supervisor.Supervisor(pipeline,
+    servers=infra.supervised_servers())` in the foreground (as `memstream up` does) to restart a
+    crashed stage or local LLM server and to stop on a crash loop.
     """
-    from memstream.local_llm import local_llm_environment
+    from memstream.local_llm import local_llm
 
     with (
-        local_llm_environment(settings, log_dir) as llm_environment,
+        local_llm(settings, log_dir) as llm,
         infrastructure(settings, ephemeral=ephemeral, mongo_path=mongo_path) as infra,
     ):
-        environment = {**infra.environment, **llm_environment}
+        infra.llm_server = llm.server
+        environment = {**infra.environment, **llm.environment}
         settings = configured(settings, environment)
-        prepare_topics(settings)
+        partitions = topic_partitions(settings.kafka, prepare_topics(settings))
+        if partitions != settings.kafka.partitions:  # topics made before, with another count
+            environment["MEMSTREAM_PARTITIONS"] = str(partitions)
+            settings = configured(settings, environment)
         stages = pipeline_stages(settings)
         print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
         with Pipeline(stages, environment, log_dir) as pipeline:

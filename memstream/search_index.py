@@ -9,8 +9,17 @@ with (keyword postings, filter columns, the id order), all built once per index.
 
 **Cost** (bench/search_eval/RESULTS.md, BENCHMARKS.md "Search"): a search reads the whole
 matrix, so its time grows linearly with the user's memories (100,000 * 384 float32 = 154 MB per
-query). A build tokenises every text and converts every vector; it happens on a user's first
-search in a process, and after more changes than the change feed keeps.
+query). A build happens on a user's first search in a process, and after more changes than the
+change feed keeps: `ReadModel` sends one query (the user's current memories, the fields below),
+then `built` copies the vectors — stored packed, `projections.vectors` — into one float32 matrix
+per model straight from their bytes (`unpack_matrix`, one copy), tokenises every text for the
+keyword postings and builds the filter columns, in a thread. What a first search still costs
+on SecantusDB (BENCHMARKS.md "Search": 92x a warm search at 1k memories, 281x at 10k, where
+≤ 3x was aimed at): ~70% is the query — SecantusDB is a Python server that reads, decodes,
+checks, projects (deep-copying each kept field) and re-encodes every document, one at a time —
+and most of the rest the Python tokenising of every text in `built`. Packing the vectors made
+the first search 0.4-0.5x of lists of doubles (384 floats to decode, copy and encode per
+document, on both sides); what is left is per document, not per float.
 
 **Freshness.** `ReadModel` reads the user's entry in `memory_writes` by `_id` before each search:
 a write count, which the projector bumps after each memory event it applied, and the memory ids
@@ -42,6 +51,7 @@ from handlers.search import (
     SearchMode,
     ranked,
 )
+from projections.vectors import dimension_of, unpack_matrix
 
 Document = dict[str, Any]
 Revision = int | str
@@ -94,18 +104,18 @@ class UserIndex:
     @classmethod
     def built(cls, revision: Revision, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
         kept: list[Document] = []
-        vectors: dict[str, tuple[list[int], list[Sequence[float]]]] = {}
+        vectors: dict[str, tuple[list[int], list[object]]] = {}
         for document in documents:
-            embedding = document.get("embedding") or []
+            stored = document.get("embedding")
             kept.append({k: v for k, v in document.items() if k != "embedding"})
-            if embedding:
+            if dimension_of(stored):
                 model = str(document.get("embedding_model") or "")
                 positions, rows = vectors.setdefault(model, ([], []))
                 positions.append(len(kept) - 1)
-                rows.append(embedding)
+                rows.append(stored)
         matrices = {}
         for model, (positions, rows) in vectors.items():
-            matrix = np.asarray(rows, dtype=np.float32)
+            matrix = unpack_matrix(rows)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             matrix /= np.where(norms == 0, 1, norms)
             matrices[model] = (np.asarray(positions, dtype=np.int64), matrix)

@@ -4,10 +4,15 @@ Reports which log is in use (the durable embedded Kafka and its folder, the ephe
 broker of your own), the broker and the database (reachable or not), the enabled memory types,
 each stage's consumer lag (end offsets minus the group's committed offsets, per input topic),
 sessions with turns not promoted yet, snapshots waiting for each enabled type, dead letters by
-stage and reason, and whether the LLM and the embedder are ready. The verdict (`health`):
+stage and reason, and whether the LLM and the embedder are ready. The LLM endpoint is asked
+whether it answers: a configured one at ``GET {base_url}/models`` (with its API key), the local
+server `memstream up` started at its ``/health`` (`memstream.local.llama_server`; its
+``/v1/models`` waits behind a running completion), with how many times `up` restarted it and
+how it last exited, as `up` records them in ``data_dir/up.json``. The verdict (`health`):
 
 * `healthy` (exit 0): everything reachable and ready;
-* `degraded` (exit 1): reachable, but an LLM or embedder is missing or dead letters exist;
+* `degraded` (exit 1): reachable, but an LLM or embedder is missing, the LLM endpoint does not
+  answer (the local server died and is being restarted, say), or dead letters exist;
 * `unreachable` (exit 2): the broker or the database cannot be reached.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -35,9 +41,12 @@ EXIT_CODES = {"healthy": 0, "degraded": 1, "unreachable": 2}
 
 def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
     """The pipeline's status as a JSON-able document (see the module doc)."""
+    from memstream.servers.leftovers import read_run_record
+
+    record = read_run_record(settings.data_dir)
     report: dict[str, Any] = {
         "enabled_types": list(settings.memory.extraction.enabled),
-        "log": _log_in_use(settings),
+        "log": _log_in_use(settings, record),
         "broker": {"reachable": False},
         "database": {"reachable": False},
     }
@@ -54,16 +63,13 @@ def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
         report["database"] = {"reachable": True, "database": settings.mongodb.database}
     except (PyMongoError, ValueError) as exc:
         report["database"]["error"] = f"{type(exc).__name__}: {exc}"[:300]
-    report["models"] = _models(settings, timeout)
+    report["models"] = _models(settings, timeout, record)
     report["health"] = _health(report)
     return report
 
 
-def _log_in_use(settings: Settings) -> str:
+def _log_in_use(settings: Settings, record: Mapping[str, Any] | None) -> str:
     """Which log the pipeline writes to, as `memstream up` on this data directory recorded it."""
-    from memstream.servers.leftovers import read_run_record
-
-    record = read_run_record(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers
     if record is not None and bootstrap in (None, record.get("bootstrap_servers")):
         return str(record.get("log_description", record.get("log")))
@@ -141,7 +147,7 @@ def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
         client.close()
 
 
-def _models(settings: Settings, timeout: float) -> dict[str, Any]:
+def _models(settings: Settings, timeout: float, record: Mapping[str, Any] | None) -> dict[str, Any]:
     missing = problems(settings)
     models: dict[str, Any] = {
         "problems": missing,
@@ -149,14 +155,36 @@ def _models(settings: Settings, timeout: float) -> dict[str, Any]:
         "embedder": _embedder_named(settings),
     }
     if settings.llm.base_url:
-        try:
-            url = settings.llm.base_url.rstrip("/") + "/models"
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                models["llm_reachable"] = response.status == 200
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            models["llm_reachable"] = False
-            models["llm_error"] = str(exc)[:200]
+        url = settings.llm.base_url.rstrip("/") + "/models"
+        key = settings.llm.api_key
+        models.update(_probe(url, timeout, {"Authorization": f"Bearer {key}"} if key else {}))
+    elif wants_local_llm(settings) and record is not None and record.get("llm_local"):
+        models["local_llm"] = _local_llm(record)
+        models.update(_probe(str(record.get("llm_health_url")), timeout, {}))
     return models
+
+
+def _probe(url: str, timeout: float, headers: Mapping[str, str]) -> dict[str, Any]:
+    """Whether ``GET url`` answers 200: ``llm_reachable``, and ``llm_error`` when it does not."""
+    request = urllib.request.Request(url, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            if response.status == 200:
+                return {"llm_reachable": True}
+            return {"llm_reachable": False, "llm_error": f"HTTP {response.status} from {url}"}
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return {"llm_reachable": False, "llm_error": f"{url}: {exc}"[:200]}
+
+
+def _local_llm(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The local LLM server as the running `up` recorded it: its URL, restarts, last exit."""
+    supervised = dict(record.get("supervision") or {}).get("local-llm") or {}
+    return {
+        "base_url": record.get("llm_base_url"),
+        "restarts": int(supervised.get("restarts", 0)),
+        "up": bool(supervised.get("up", True)),
+        "last_exit": supervised.get("last_exit"),
+    }
 
 
 def _llm_named(settings: Settings) -> str:
@@ -209,6 +237,18 @@ def format_status(report: dict[str, Any]) -> str:
     for problem in models["problems"]:
         lines.append(f"problem: {problem}")
     reachable = {True: ", reachable", False: ", UNREACHABLE", None: ""}
-    lines.append(f"llm: {models['llm']}{reachable[models.get('llm_reachable')]}")
+    llm = f"llm: {models['llm']}{reachable[models.get('llm_reachable')]}"
+    if models.get("llm_reachable") is False and models.get("llm_error"):
+        llm += f" ({models['llm_error']})"
+    lines.append(llm)
+    local = models.get("local_llm")
+    if local is not None:
+        restarts = local["restarts"]
+        state = "running" if local["up"] else "restarting"
+        detail = f"; it last {local['last_exit']}" if local["last_exit"] else ""
+        lines.append(
+            f"local LLM server: {state} at {local['base_url']}, restarted {restarts} "
+            f"time{'' if restarts == 1 else 's'} by memstream up{detail}"
+        )
     lines.append(f"embedder: {models['embedder']}")
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""Supervising the stage workers: restart a crashed stage with back-off, give up on a crash loop.
+"""Supervising the stage workers and the local LLM server: restart a crashed one with back-off,
+give up on a crash loop.
 
 `memstream up` runs one child process per stage (:class:`memstream.runtime.Pipeline`). A worker
 that dies -- an uncaught error, the OOM killer, a SIGKILL -- used to go unnoticed: `up` slept on
@@ -36,6 +37,18 @@ SIGTERM reach it as ``KeyboardInterrupt`` and leave through the caller's clean s
 
 Every crash, restart and recovery is logged at WARNING (stage, how it exited, attempt, delay);
 the CLI's logging writes WARNING to stderr, so a user of `memstream up` sees each as one line.
+
+The local LLM server (`memstream.local.llm.LocalLLMServer`, when no endpoint is configured) is
+supervised the same way, under the same policy, as one more member named ``local-llm``: it was
+unsupervised before, and extraction waited on a dead endpoint forever. It is restarted on the
+same port (the workers' environment names it), without blocking the loop: the supervisor spawns
+it (`LoopbackServer.spawn`) and polls until it answers again (``/health``,
+`memstream.local.llama_server`). Meanwhile the
+extraction stages wait the outage out (`streams.retrying`: an unreachable LLM is retried with
+back-off, never dead-lettered, never advanced past), so a restart loses and doubles nothing.
+When it keeps dying, the supervisor stops every stage and raises :class:`ServerGaveUp`.
+`state()` says, per member, how many restarts it had and whether it is up; `memstream up`
+writes that to ``data_dir/up.json`` for `memstream status`.
 """
 
 from __future__ import annotations
@@ -43,13 +56,16 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
 from tenacity import RetryCallState, Retrying
 from tenacity.wait import wait_base, wait_exponential_jitter
 
-from memstream.runtime import Pipeline, StageFailed, StageProcess
+from memstream.runtime import Pipeline, StageFailed
+from memstream.servers import LoopbackServer
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +142,65 @@ class StageGaveUp(StageFailed):
         self.stage = stage
 
 
+class ServerGaveUp(StageFailed):
+    """A supervised server (the local LLM) kept dying; every stage was stopped. The message has
+    the server's log tail."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class Supervised(Protocol):
+    """What the supervisor needs of a child process (a stage worker, a wrapped server)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def log_path(self) -> Path: ...
+
+    def start(self) -> object:
+        """Start it again without waiting for it to be ready."""
+        ...
+
+    def is_ready(self) -> bool: ...
+
+    def log_tail(self, lines: int = ...) -> str: ...
+
+
+class SupervisedServer:
+    """A :class:`~memstream.servers.LoopbackServer` as the supervisor restarts it: spawned on its
+    own port, ready once it answers its protocol again."""
+
+    def __init__(self, server: LoopbackServer) -> None:
+        self.server = server
+
+    @property
+    def running(self) -> bool:
+        return self.server.running
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.returncode
+
+    @property
+    def log_path(self) -> Path:
+        return self.server.log_path
+
+    def start(self) -> None:
+        self.server.spawn()
+
+    def is_ready(self) -> bool:
+        return self.server.is_ready()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.server.log_tail(lines)
+
+
 def describe_exit(returncode: int | None) -> str:
     """`exited with code 1`, `was killed by SIGKILL`."""
     if returncode is None:
@@ -139,7 +214,8 @@ def describe_exit(returncode: int | None) -> str:
 
 
 class Supervisor:
-    """Restarts the crashed stages of a running pipeline, or stops it and raises StageGaveUp.
+    """Restarts the crashed stages (and servers) of a running pipeline, or stops it and raises
+    StageGaveUp / ServerGaveUp.
 
     Call :meth:`run` in the foreground, or :meth:`check` from a loop of your own. Not thread-safe:
     nothing else may start or stop the pipeline's processes meanwhile.
@@ -150,46 +226,76 @@ class Supervisor:
         pipeline: Pipeline,
         policy: RestartPolicy | None = None,
         *,
+        servers: Mapping[str, LoopbackServer] | None = None,
         clock: Callable[[], float] = time.monotonic,
         interval: float = 0.5,
     ) -> None:
+        """`servers` (name: running server) are supervised beside the stages, e.g.
+        ``{"local-llm": server}``."""
         self.pipeline = pipeline
         self.policy = policy or RestartPolicy()
         self.clock = clock
         self.interval = interval
+        self.servers = {name: SupervisedServer(server) for name, server in (servers or {}).items()}
+        self.members: dict[str, Supervised] = {**pipeline.processes, **self.servers}
         now = clock()
-        self.started_at = {stage: now for stage in pipeline.processes}
-        self.history = {stage: CrashHistory() for stage in pipeline.processes}
-        self.restarts = dict.fromkeys(pipeline.processes, 0)
-        self._due: dict[str, float] = {}  # crashed stages and when to start them again
-        self._recovering: set[str] = set()  # restarted, ready marker not seen yet
+        self.started_at = dict.fromkeys(self.members, now)
+        self.history = {name: CrashHistory() for name in self.members}
+        self.restarts = dict.fromkeys(self.members, 0)
+        self.last_exit: dict[str, str] = {}
+        self._due: dict[str, float] = {}  # crashed members and when to start them again
+        self._recovering: set[str] = set()  # restarted, not ready again yet
+        self._changes = 0
 
-    def run(self) -> None:
-        """Supervise until a stage is given up on (raises StageGaveUp); never returns."""
+    def run(self, report: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """Supervise until a member is given up on (raises); never returns. `report` is called
+        with :meth:`state` at the start and after every crash, restart and recovery."""
+        seen = -1
         while True:
             self.check()
+            if report is not None and seen != self._changes:
+                seen = self._changes
+                report(self.state())
             time.sleep(self.interval)
 
     def check(self) -> None:
-        """One look at every stage: note crashes, start stages whose back-off is over."""
+        """One look at every member: note crashes, start those whose back-off is over."""
         now = self.clock()
-        for stage, process in self.pipeline.processes.items():
-            if stage in self._due:
-                if now >= self._due[stage]:
-                    self._restart(stage, process, now)
-            elif not process.running:
-                self._crashed(stage, process, now)
-            elif stage in self._recovering and process.is_ready():
-                self._recovering.discard(stage)
-                log.warning("stage %s is ready again", stage)
+        for name, member in self.members.items():
+            if name in self._due:
+                if now >= self._due[name]:
+                    self._restart(name, member, now)
+            elif not member.running:
+                self._crashed(name, member, now, describe_exit(member.returncode))
+            elif name in self._recovering and member.is_ready():
+                self._recovering.discard(name)
+                self._changes += 1
+                log.warning("%s is ready again", self._label(name))
 
-    def _crashed(self, stage: str, process: StageProcess, now: float) -> None:
-        self._recovering.discard(stage)
-        how = describe_exit(process.returncode)
-        uptime = now - self.started_at[stage]
-        decision, self.history[stage] = self.policy.decide(
-            self.history[stage], started_at=self.started_at[stage], crashed_at=now
+    def state(self) -> dict[str, dict[str, Any]]:
+        """Per member: ``restarts``, ``up`` (running and not waiting to be ready again) and how
+        it last exited (``last_exit``), as JSON."""
+        return {
+            name: {
+                "restarts": self.restarts[name],
+                "up": name not in self._due and name not in self._recovering,
+                "last_exit": self.last_exit.get(name),
+            }
+            for name in self.members
+        }
+
+    def _label(self, name: str) -> str:
+        return f"server {name}" if name in self.servers else f"stage {name}"
+
+    def _crashed(self, name: str, member: Supervised, now: float, how: str) -> None:
+        self._recovering.discard(name)
+        self._changes += 1
+        self.last_exit[name] = how
+        uptime = now - self.started_at[name]
+        decision, self.history[name] = self.policy.decide(
+            self.history[name], started_at=self.started_at[name], crashed_at=now
         )
+        label = self._label(name)
         if isinstance(decision, GiveUp):
             self.pipeline.stop()
             count = (
@@ -197,25 +303,32 @@ class Supervisor:
                 if decision.crashes > 1
                 else ""
             )
-            raise StageGaveUp(
-                stage,
-                f"stage {stage} {how} after {uptime:.1f}s{count}; giving up and stopping every "
-                f"stage. Last lines of {process.log_path}:\n{process.log_tail()}",
+            message = (
+                f"{label} {how} after {uptime:.1f}s{count}; giving up and stopping every stage. "
+                f"Last lines of {member.log_path}:\n{member.log_tail()}"
             )
+            if name in self.servers:
+                raise ServerGaveUp(name, message)
+            raise StageGaveUp(name, message)
         log.warning(
-            "stage %s %s after %.1fs; restarting it in %.1fs (attempt %d)",
-            stage,
+            "%s %s after %.1fs; restarting it in %.1fs (attempt %d)",
+            label,
             how,
             uptime,
             decision.delay,
             decision.attempt,
         )
-        self._due[stage] = now + decision.delay
+        self._due[name] = now + decision.delay
 
-    def _restart(self, stage: str, process: StageProcess, now: float) -> None:
-        del self._due[stage]
-        process.start()
-        self.started_at[stage] = now
-        self.restarts[stage] += 1
-        self._recovering.add(stage)
-        log.warning("stage %s restarted (attempt %d)", stage, self.history[stage].streak)
+    def _restart(self, name: str, member: Supervised, now: float) -> None:
+        del self._due[name]
+        self.started_at[name] = now
+        self.restarts[name] += 1
+        self._changes += 1
+        try:
+            member.start()
+        except Exception as exc:  # a port taken, a file gone: a failed start is a crash
+            self._crashed(name, member, now, f"could not be started ({exc})")
+            return
+        self._recovering.add(name)
+        log.warning("%s restarted (attempt %d)", self._label(name), self.history[name].streak)

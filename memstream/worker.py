@@ -42,6 +42,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
             idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
             max_snapshot_bytes=settings.window.max_snapshot_bytes,
             max_turn_chars=settings.limits.max_turn_chars,
+            dedup_horizon=timedelta(seconds=settings.window.dedup_horizon_seconds),
             sealed=settings.memory.seal_content,
         ),
         idle_check_interval=timedelta(seconds=settings.window.idle_check_interval_seconds),
@@ -50,6 +51,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
         producer_max_batch_size=kafka.producer_max_batch_size,
         producer_request_timeout_seconds=kafka.producer_request_timeout_seconds,
         llm_attempts=settings.llm.max_attempts,
+        llm_max_in_flight=settings.llm.max_in_flight,
         extraction_limits=ExtractionLimits(
             max_memories=settings.limits.max_memories_per_extraction,
             max_answer_bytes=settings.limits.max_llm_answer_bytes,
@@ -96,7 +98,9 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
         from memstream.providers import chat_model, embedder
-        from streams.extraction import MemoryModels, create_extraction_app
+        from projections.known_memories import StageReadModel
+        from streams.extraction import create_extraction_app
+        from streams.models import MemoryModels
 
         reconcile = settings.memory.reconcile
         models = MemoryModels(
@@ -111,9 +115,12 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         )
         enabled = memory_type in settings.memory.extraction.enabled
         extractor = extractor_for(memory_type) if enabled else None
+        if not settings.mongodb.uri:
+            raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
         keys = stage_keys(settings, clock)
+        read_model = StageReadModel(_database(settings), settings.kafka.topics.memories)
         return create_extraction_app(
-            streams, memory_type, extractor, models, clock=clock, keys=keys
+            streams, memory_type, extractor, models, read_model, clock=clock, keys=keys
         )
     raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
 
@@ -143,9 +150,23 @@ def stage_keys(settings: Settings, clock: Clock) -> StageKeys:
     return StageKeys(StoreKeyRing(store), seal=settings.memory.seal_content)
 
 
+def with_topics(settings: Settings) -> Settings:
+    """Create the pipeline's topics if they are missing (a worker may be the first to start, on
+    any machine), and take the partition count they have (`memstream.topics`)."""
+    import asyncio
+
+    from memstream.topics import ensure_topics, topic_partitions
+
+    partitions = topic_partitions(settings.kafka, asyncio.run(ensure_topics(settings.kafka)))
+    if partitions == settings.kafka.partitions:
+        return settings
+    kafka = settings.kafka.model_copy(update={"partitions": partitions})
+    return settings.model_copy(update={"kafka": kafka})
+
+
 def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     """Run one stage until SIGTERM/SIGINT; prints a ready marker once partitions are assigned."""
-    app = build_stage(settings, stage)
+    app = build_stage(with_topics(settings), stage)
     announced = False
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
@@ -162,5 +183,37 @@ def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     )
     for ours in ("events", "handlers", "streams", "projections", "memstream"):
         logging.getLogger(ours).setLevel(loglevel.upper())
+    if os.environ.get(EXIT_WITH_PARENT_VARIABLE):
+        watch_for_orphaning()
     worker = faust.Worker(app, loglevel=loglevel, override_logging=False, quiet=True)
     worker.execute_from_commandline()
+
+
+EXIT_WITH_PARENT_VARIABLE = "MEMSTREAM_EXIT_WITH_PARENT"
+"""Set by `memstream up` for its workers: they must not outlive it."""
+ORPHAN_GRACE_SECONDS = 20.0
+"""How long a worker whose parent died may take to shut down before it exits regardless."""
+
+
+def watch_for_orphaning(grace: float = ORPHAN_GRACE_SECONDS) -> None:
+    """Exit at most `grace` seconds after the process that started this worker died.
+
+    `memstream up` starts its workers to die with it (SIGTERM when it dies, docs/architecture.md,
+    "Operations"); when the broker died with it, Faust's shutdown waits for the group
+    coordinator — for minutes — and nothing would ever follow up with a SIGKILL. Exiting
+    uncleanly is a crash the pipeline is made to survive (at-least-once, idempotent effects).
+    Only `up`'s workers are watched (`EXIT_WITH_PARENT_VARIABLE`): a worker an operator started
+    from a shell with `nohup` is meant to outlive the shell."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        time.sleep(grace)
+        print("memstream worker: its parent is gone; exiting", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()

@@ -7,31 +7,11 @@ from typing import Any
 from pymongo.database import Database
 
 from events.codec import AnyEvent
-from events.dead_letters import DeadLetterRedriven, InputDeadLettered
-from events.forgetting import (
-    MemoriesForgotten,
-    MemoryExpired,
-    MemoryForgotten,
-    SessionForgotten,
-    SessionsForgotten,
-    UserForgotten,
-)
-from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
-from events.saves import MemorySaved
-from events.snapshots import SnapshotExtracted, SnapshotPromoted
-from events.turns import TurnRecorded
-from projections.extractions import project_extraction, project_save
-from projections.forgetting import project_forgetting
+from projections.apply import apply_event
+from projections.batch import BatchOutcome, project_batch
 from projections.identity import IdCollision
-from projections.memories import project_memory_event
-from projections.short_term import (
-    project_dead_letter,
-    project_redrive,
-    project_snapshot,
-    project_turn,
-)
 from projections.store import ensure_indexes
-from projections.writes import BulkWrites, LiveWrites, Writes
+from projections.writes import LiveWrites, Writes
 
 
 def project(db: Database[dict[str, Any]], event: AnyEvent, *, partition: int | None = None) -> None:
@@ -43,33 +23,13 @@ def project(db: Database[dict[str, Any]], event: AnyEvent, *, partition: int | N
     apply_event(LiveWrites(db), event, partition=partition)
 
 
-def apply_event(db: Writes, event: AnyEvent, *, partition: int | None = None) -> None:
-    """Say, through `db`, what `event` changes in the read model (live or in bulk); a turn
-    keeps the turns-topic `partition` it was read from (`projections.forgetting`)."""
-    if isinstance(event, TurnRecorded):
-        project_turn(db, event, partition)
-    elif isinstance(event, SnapshotPromoted):
-        project_snapshot(db, event)
-    elif isinstance(event, SnapshotExtracted):
-        project_extraction(db, event)
-    elif isinstance(event, MemorySaved):
-        project_save(db, event)
-    elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
-        project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
-    elif isinstance(event, InputDeadLettered):
-        project_dead_letter(db, event)
-    elif isinstance(event, DeadLetterRedriven):
-        project_redrive(db, event)
-    elif isinstance(
-        event,
-        MemoryForgotten
-        | SessionForgotten
-        | UserForgotten
-        | SessionsForgotten
-        | MemoriesForgotten
-        | MemoryExpired,
-    ):
-        project_forgetting(db, event)
-
-
-__all__ = ["BulkWrites", "IdCollision", "LiveWrites", "apply_event", "ensure_indexes", "project"]
+__all__ = [
+    "BatchOutcome",
+    "IdCollision",
+    "LiveWrites",
+    "Writes",
+    "apply_event",
+    "ensure_indexes",
+    "project",
+    "project_batch",
+]

@@ -9,6 +9,7 @@ reusing an event id, or a bug. `insert_once` never lets a collision pass silentl
 from __future__ import annotations
 
 import hashlib
+from datetime import date, datetime, time
 from typing import Any
 
 import orjson
@@ -29,10 +30,24 @@ def fingerprint_of(content: Any) -> str:
 
     Pass a `model_dump()` in python mode, so times are datetimes and can be cut to what MongoDB
     keeps: an event rebuilt from the read model (`memstream replay --from-collections`) then
-    fingerprints like the original."""
-    canonical = at_stored_precision(content)
-    data = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    fingerprints like the original. The same bytes as `orjson.dumps(at_stored_precision(content))`
+    (`events.base`), without walking every number of a vector in Python: orjson hands each time
+    to `_stored_time`, which writes it as orjson would once cut."""
+    data = orjson.dumps(content, default=_stored_time, option=_CANONICAL)
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _stored_time(value: Any) -> str:
+    """A time as orjson writes `at_stored_precision(value)` (RFC 3339, microseconds only when
+    not zero: `isoformat`'s format)."""
+    if isinstance(value, datetime):
+        return at_stored_precision(value).isoformat()  # type: ignore[no-any-return]
+    if isinstance(value, date | time):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def insert_once(

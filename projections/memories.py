@@ -15,6 +15,7 @@ from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUp
 from projections.identity import fingerprint_of
 from projections.profiles import apply_profile_fact
 from projections.store import CHANGES_KEPT, MEMORIES, MEMORY_EVENTS, MEMORY_WRITES
+from projections.vectors import pack_vector
 from projections.writes import Writes
 
 
@@ -54,7 +55,7 @@ def _insert_version(db: Writes, event: MemoryAdded | MemoryUpdated) -> None:
         "text": content.text,
         "category": content.category,
         "attributes": content.attributes,
-        "embedding": list(event.embedding),
+        "embedding": pack_vector(event.embedding),
         "embedding_model": event.provenance.embedding_model if event.provenance else None,
         "provenance": event.provenance.model_dump() if event.provenance else None,
         "status": "current",

@@ -28,6 +28,9 @@ feed: its in-process index reads this by `_id` and updates only those memories
 (docs/architecture.md, "Search"). Not part of the compared read model: a replay counts each
 change once, the live projector once per delivery."""
 CHANGES_KEPT = 1000
+PROJECTOR_PROGRESS = "projector_progress"
+"""Per input topic and partition (`_id`: `<topic>|<partition>`): `offset`, the last record the
+projector applied (`projections.progress`). Not part of the compared read model."""
 
 INDEXES: dict[str, list[IndexModel]] = {
     MEMORIES: [

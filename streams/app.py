@@ -47,8 +47,30 @@ def raw_topic(app: faust.App, name: str, settings: StreamSettings) -> faust.Topi
     )
 
 
+COMPACTED_CHANGELOG = {
+    "segment.ms": str(10 * 60 * 1000),
+    "segment.bytes": str(16 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": str(60 * 60 * 1000),
+}
+"""Topic settings of every table's changelog (Faust makes it compacted: the broker keeps the
+latest record per key). Kafka compacts only closed segments, by default 1 GB or a week each, so
+without these a changelog keeps every write until it is that large and a worker that starts
+replays them all: every progress update, every window ever stored. With segments closed every
+10 minutes or 16 MB, compacted once a tenth of the log is overwritten, and deleted keys'
+tombstones dropped an hour after compaction (a worker restoring the table reads it in seconds),
+a start replays the live keys — open windows, partition progress — plus one open segment.
+Tansu (in memory) does not compact; its log lives only as long as the broker anyway."""
+
+
 def raw_table(app: faust.App, name: str, settings: StreamSettings) -> TableT[bytes, bytes | None]:
-    """A table of raw bytes (no default value), partitioned like the pipeline's topics."""
+    """A table of raw bytes (no default value), partitioned like the pipeline's topics, its
+    changelog compacted (`COMPACTED_CHANGELOG`)."""
     return app.Table(
-        name, default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes
+        name,
+        default=None,
+        partitions=settings.partitions,
+        key_type=bytes,
+        value_type=bytes,
+        extra_topic_configs=COMPACTED_CHANGELOG,
     )

@@ -7,6 +7,7 @@ so it never disturbs the stage's consumer group. Broker outages are waited out
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
 
@@ -22,9 +23,15 @@ QUIET_FETCH_MS = 500
 """A fetch that returns nothing for this long, at or past the reported end, ends a tail read."""
 
 
+AHEAD_CONSUMERS = 4
+"""Consumers kept for look-aheads (`read_ahead`): a memory type's stage looks ahead twice per
+snapshot, many snapshots at once, and starting a consumer costs a connection and a metadata
+round trip — more than the read itself."""
+
+
 class KafkaLogReader:
-    """Reads records of one partition: a range (`__call__`) or everything from an offset to the
-    end (`read_tail`)."""
+    """Reads records of one partition: a range (`__call__`), everything from an offset to the
+    end (`read_tail`), or a short look ahead (`read_ahead`, on kept consumers)."""
 
     def __init__(
         self, bootstrap_servers: str, *, fetch_timeout_ms: int = 1000, chunk: int = 500
@@ -32,6 +39,9 @@ class KafkaLogReader:
         self._bootstrap_servers = bootstrap_servers
         self._fetch_timeout_ms = fetch_timeout_ms
         self._chunk = chunk
+        self._idle: list[AIOKafkaConsumer] = []
+        self._kept = 0
+        self._returned = asyncio.Condition()
 
     async def __call__(self, tp: TP, start: int, end: int) -> list[InputRecord]:
         """Records of `tp` with offsets in `[start, end)`, in order: all of them, or a first
@@ -61,6 +71,13 @@ class KafkaLogReader:
             f"reading {tp.topic}[{tp.partition}] ahead from {start}",
         )
 
+    async def close(self) -> None:
+        """Stop the kept look-ahead consumers (at shutdown)."""
+        idle, self._idle = self._idle, []
+        self._kept -= len(idle)
+        for consumer in idle:
+            await consumer.stop()
+
     def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap_servers,
@@ -88,26 +105,56 @@ class KafkaLogReader:
             await consumer.stop()
 
     async def _read_ahead(self, tp: TopicPartition, start: int, limit: int) -> list[InputRecord]:
-        consumer = self._consumer()
-        await consumer.start()
+        consumer = await self._borrow()
         try:
-            consumer.assign([tp])
-            stop = min((await consumer.end_offsets([tp]))[tp], start + limit)
-            records: list[InputRecord] = []
-            if start >= stop:
-                return records
-            consumer.seek(tp, start)
-            while await consumer.position(tp) < stop:
-                batches = await consumer.getmany(tp, timeout_ms=self._fetch_timeout_ms)
-                fetched = batches.get(tp, [])
-                if not fetched:
-                    return records
-                records.extend(
-                    InputRecord.from_consumer_record(r) for r in fetched if start <= r.offset < stop
-                )
-            return records
-        finally:
+            records = await self._read_ahead_with(consumer, tp, start, limit)
+        except BaseException:
+            self._kept -= 1  # a consumer that failed (or was cancelled mid-read) is not reused
             await consumer.stop()
+            async with self._returned:
+                self._returned.notify()
+            raise
+        async with self._returned:
+            self._idle.append(consumer)
+            self._returned.notify()
+        return records
+
+    async def _borrow(self) -> AIOKafkaConsumer:
+        """An idle kept consumer, a new one while fewer than `AHEAD_CONSUMERS` are kept, else
+        the next one returned."""
+        async with self._returned:
+            while not self._idle and self._kept >= AHEAD_CONSUMERS:
+                await self._returned.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._kept += 1
+        consumer = self._consumer()
+        try:
+            await consumer.start()
+        except BaseException:
+            self._kept -= 1
+            await consumer.stop()
+            raise
+        return consumer
+
+    async def _read_ahead_with(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, limit: int
+    ) -> list[InputRecord]:
+        consumer.assign([tp])  # a kept consumer reads one partition at a time
+        stop = min((await consumer.end_offsets([tp]))[tp], start + limit)
+        records: list[InputRecord] = []
+        if start >= stop:
+            return records
+        consumer.seek(tp, start)
+        while await consumer.position(tp) < stop:
+            batches = await consumer.getmany(tp, timeout_ms=self._fetch_timeout_ms)
+            fetched = batches.get(tp, [])
+            if not fetched:
+                return records
+            records.extend(
+                InputRecord.from_consumer_record(r) for r in fetched if start <= r.offset < stop
+            )
+        return records
 
     async def _read_tail(self, tp: TopicPartition, start: int) -> list[InputRecord]:
         consumer = self._consumer()

@@ -28,18 +28,29 @@ A skipped record with no later record in its partition reveals no gap. For that 
 public consumer API, `streams.log_reader.CommittedOffsets`) with the progress: a commit beyond
 the last applied record can only come from a skip, and in a quiet partition seeking back to the
 first unapplied record (`Consumer.seek`, public on Faust's `ConsumerT`) is safe.
+
+The stages no longer apply one record at a time. The window and the projector apply *batches*
+(`admitted` turns a batch of events into the records to apply, in order, redeliveries dropped
+and gaps filled; the stage stores the progress after the batch's effects are written). A memory
+type's stage runs many records at once, one user's in order (`streams.concurrency`): its
+progress is the *contiguous prefix* of finished records (`FinishedPrefix`), so a record that
+finished while an earlier one is still in flight is not counted until the earlier one is, and
+a crash redoes at most what was in flight. `admitted` keeps, per partition, the next offset it
+expects in memory (from the stored progress at first sight of the partition, or after
+`forget` on a rebalance): in a concurrent stage records are admitted before they finish.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
-from faust.types import TP, EventT
+from faust.types import TP, TableT
 
 from streams.log_reader import CommittedOffsets, KafkaLogReader
 from streams.records import InputRecord
+from streams.tables import set_in_partition
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +59,6 @@ PROGRESS_KEY_PREFIX = b"\x00applied|"
 REREAD_CHECK_SECONDS = 5.0
 """How often each stage looks for commits beyond its progress (`PartitionGuard.reread_skipped`)."""
 
-Verdict = Literal["apply", "applied-already", "fill-gap"]
 LogReader = Callable[[TP, int, int], Awaitable[list[InputRecord]]]
 """`read(tp, start, end)`: records of `tp` with offsets in `[start, end)`, in order: all of them
 or a first chunk (at least one record unless the range holds none)."""
@@ -59,19 +69,6 @@ CommitReader = Callable[[Collection[TP]], Awaitable[Mapping[TP, int | None]]]
 def next_offset(last_applied: int | None) -> int:
     """The offset a partition's next record should have; 0 with no recorded progress."""
     return 0 if last_applied is None else last_applied + 1
-
-
-def admit(last_applied: int | None, offset: int) -> Verdict:
-    """What to do with the record at `offset`, given the partition's last applied offset.
-
-    With no recorded progress the partition is expected to start at offset 0.
-    """
-    expected = next_offset(last_applied)
-    if offset < expected:
-        return "applied-already"
-    if offset == expected:
-        return "apply"
-    return "fill-gap"
 
 
 def unapplied_commits(
@@ -95,67 +92,136 @@ def is_progress_key(key: bytes) -> bool:
     return key.startswith(PROGRESS_KEY_PREFIX)
 
 
+def highest_offsets(records: Iterable[InputRecord]) -> dict[TP, int]:
+    """The last offset of each partition among `records` (the progress a batch makes)."""
+    highest: dict[TP, int] = {}
+    for record in records:
+        highest[record.tp] = max(record.offset, highest.get(record.tp, -1))
+    return highest
+
+
+class ProgressStore(Protocol):
+    """Where a stage keeps the last applied offset of each input partition: its table
+    (`TableProgress`), or the database its effects go to (the projector's)."""
+
+    async def last_applied(self, tp: TP) -> int | None: ...
+
+    async def store(self, offsets: Mapping[TP, int]) -> None:
+        """Record these partitions' last applied offsets (after their effects are written)."""
+        ...
+
+
+class TableProgress:
+    """Progress in the stage's own Faust table, each partition's in the changelog partition of
+    the same number, so it recovers with the stage's state and is never ahead of it (written
+    after the effects)."""
+
+    def __init__(self, table: TableT[bytes, bytes | None]) -> None:
+        self._table = table
+
+    async def last_applied(self, tp: TP) -> int | None:
+        stored = self._table.get(progress_key(tp))
+        return int(stored) if stored else None
+
+    async def store(self, offsets: Mapping[TP, int]) -> None:
+        for tp, offset in offsets.items():
+            set_in_partition(self._table, tp.partition, progress_key(tp), str(offset).encode())
+
+
+class FinishedPrefix:
+    """A concurrent stage's records per partition, admitted in offset order and finished in any
+    order: `finished` says how far the contiguous prefix of finished records reaches."""
+
+    def __init__(self) -> None:
+        self._running: dict[TP, dict[int, bool]] = {}
+
+    def started(self, record: InputRecord) -> None:
+        self._running.setdefault(record.tp, {})[record.offset] = False
+
+    def finished(self, record: InputRecord) -> int | None:
+        """Mark `record` finished; the partition's new last applied offset if the prefix of
+        finished records grew, else None."""
+        running = self._running.get(record.tp)
+        if running is None or record.offset not in running:
+            return None  # its partition was revoked meanwhile
+        running[record.offset] = True
+        reached = None
+        for offset in list(running):  # insertion order is offset order
+            if not running[offset]:
+                break
+            del running[offset]
+            reached = offset
+        return reached
+
+    def in_flight(self, tp: TP) -> int:
+        return len(self._running.get(tp, {}))
+
+    def forget(self, tps: Iterable[TP]) -> None:
+        for tp in tps:
+            self._running.pop(tp, None)
+
+
 class PartitionGuard:
     """Hands a stage each record of its input partitions once and in order.
 
-    `table` is the stage's own Faust table (bytes keys and values); `read_log` reads skipped
-    records back from the broker.
+    `progress` is where the stage keeps its applied offsets; `read_log` reads skipped records
+    back from the broker.
     """
 
     def __init__(
         self,
-        table: MutableMapping[bytes, bytes | None],
+        progress: ProgressStore,
         read_log: LogReader,
         *,
         stage: str,
         topics: Collection[str],
         read_commits: CommitReader | None = None,
     ) -> None:
-        self._table = table
+        self.progress = progress
         self._read_log = read_log
         self._read_commits = read_commits
         self._stage = stage
         self._topics = frozenset(topics)
+        self._next: dict[TP, int] = {}
 
-    def last_applied(self, tp: TP) -> int | None:
-        stored = self._table.get(progress_key(tp))
-        return int(stored) if stored else None
+    async def last_applied(self, tp: TP) -> int | None:
+        return await self.progress.last_applied(tp)
 
-    def applied(self, record: InputRecord) -> None:
-        """Record that the stage applied `record` (call after its effects are written)."""
-        self._table[progress_key(record.tp)] = str(record.offset).encode()
+    def forget(self, tps: Iterable[TP]) -> None:
+        """After a rebalance: the next expected offsets are read from the progress again."""
+        for tp in tps:
+            self._next.pop(tp, None)
 
-    async def apply_in_order(
-        self, event: EventT[bytes], apply: Callable[[InputRecord], Awaitable[None]]
-    ) -> None:
-        """`apply` this event's record, after any skipped ones before it (read from the log in
-        chunks); record progress after each. A redelivered record is passed over."""
-        record = InputRecord.from_event(event)
-        while True:
-            last = self.last_applied(record.tp)
-            verdict = admit(last, record.offset)
-            if verdict == "applied-already":
-                return
-            if verdict == "fill-gap":
-                start = next_offset(last)
-                missing = await self._read_log(record.tp, start, record.offset)
+    async def admitted(self, records: Sequence[InputRecord]) -> list[InputRecord]:
+        """The records to apply for `records` (a batch from the consumer, in its order), each
+        partition's in offset order: redelivered ones dropped, and before a record beyond the
+        next expected offset the ones the consumer skipped, read back from the log (in chunks)."""
+        admitted: list[InputRecord] = []
+        for record in records:
+            tp = record.tp
+            expected = self._next.get(tp)
+            if expected is None:
+                expected = next_offset(await self.progress.last_applied(tp))
+            if record.offset < expected:
+                continue  # applied already, or admitted and still in flight
+            while expected < record.offset:
+                missing = await self._read_log(tp, expected, record.offset)
+                if not missing:
+                    break  # the rest of the gap is a hole in the log
                 log.warning(
                     "%s: the consumer skipped %s[%d] offsets %d..%d; applying %d from the log",
                     self._stage,
-                    record.topic,
-                    record.partition,
-                    start,
+                    tp.topic,
+                    tp.partition,
+                    expected,
                     record.offset - 1,
                     len(missing),
                 )
-                for skipped in missing:
-                    await apply(skipped)
-                    self.applied(skipped)
-                if missing:
-                    continue  # perhaps a first chunk: read on until the gap is closed
-            await apply(record)  # next in line, or the rest of the gap is a hole in the log
-            self.applied(record)
-            return
+                admitted.extend(missing)
+                expected = missing[-1].offset + 1
+            admitted.append(record)
+            self._next[tp] = record.offset + 1
+        return admitted
 
     async def reread_skipped(self, app: Any) -> None:
         """Seek the consumer back where its group committed past records this stage never
@@ -167,7 +233,8 @@ class PartitionGuard:
         if not assigned:
             return
         committed = await self._read_commits(assigned)
-        for tp, offset in unapplied_commits(committed, self.last_applied).items():
+        applied = {tp: await self.progress.last_applied(tp) for tp in committed}
+        for tp, offset in unapplied_commits(committed, applied.get).items():
             log.warning(
                 "%s: the group committed %s[%d] up to %s but applied only up to %d; re-reading",
                 self._stage,
@@ -184,7 +251,7 @@ class PartitionGuard:
 
 def guard_partitions(
     app: Any,
-    table: MutableMapping[bytes, bytes | None],
+    progress: ProgressStore,
     *,
     bootstrap_servers: str,
     stage: str,
@@ -194,7 +261,7 @@ def guard_partitions(
     """A `PartitionGuard` for a stage's Faust app (consumer group `group`), with its timer for
     the quiet tail."""
     guard = PartitionGuard(
-        table,
+        progress,
         KafkaLogReader(bootstrap_servers),
         stage=stage,
         topics=topics,
@@ -204,5 +271,9 @@ def guard_partitions(
     async def reread_skipped_records() -> None:
         await guard.reread_skipped(app)
 
+    async def forget_revoked(sender: Any, revoked: Collection[TP], **_: Any) -> None:
+        guard.forget(revoked)  # another worker may move them on before they come back
+
     app.timer(REREAD_CHECK_SECONDS)(reread_skipped_records)
+    app.on_partitions_revoked.connect(forget_revoked)
     return guard

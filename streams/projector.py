@@ -1,42 +1,97 @@
 """The projector stage: every event topic into the MongoDB read model (docs/architecture.md).
 
-Each record is read with the same validation as the stage that owns its topic
-(`handlers.inputs`): a turn the window dead-lettered, or a snapshot an extractor refused, is not
-projected either. Database outages are waited out (`streams.retrying`), so no event is ever
-skipped; a record whose content key was destroyed is forgotten and not projected; an event the
-read model refuses for another reason — an id that already names other
-content, a memories-topic record that is not an event — is kept in `dead_letters` with the
-reason.
+Records come in batches (`streams.consuming.apply_batches`: up to `BATCH_RECORDS`, or what
+arrived within `BATCH_SECONDS`), each read with the same validation as the stage that owns its
+topic (`handlers.inputs`): a turn the window dead-lettered, or a snapshot an extractor refused,
+is not projected either; a record whose content key was destroyed is forgotten and not
+projected. A batch is projected in bulk (`projections.batch`: one bulk per collection, the
+database left as record by record would leave it), cut at each forgetting record, whose keys are
+destroyed after everything before it is projected and before anything after it is read. An
+event the read model refuses — an id that already names other content, a memories-topic record
+that is not an event — is kept in `dead_letters` with the reason. Then the batch's progress is
+stored, in the read model (`ReadModelProgress`): never before its writes. Database outages are
+waited out (`streams.retrying`) and a batch interrupted by one is projected again, as a
+redelivery, so no event is ever skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import faust
+from faust.types import TP
 from pymongo.database import Database
 
 from events.codec import AnyEvent, decode
 from events.forgetting import MemoriesForgotten, SessionForgotten, UserForgotten
+from handlers.failures import is_outage
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
-from handlers.sealed_events import opener
+from handlers.sealed_events import KeyNotCached, opener
 from handlers.sealing import KeyDestroyed
-from projections import LiveWrites, ensure_indexes, project
+from projections import LiveWrites, ensure_indexes, project_batch
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
-from projections.key_erasure import destroy_forgotten_keys
+from projections.key_erasure import KeyForgetting, destroy_forgotten_keys
+from projections.progress import store_progress, topic_offsets
 from streams.app import faust_app, raw_table
+from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter_record
 from streams.faults import fault_point
-from streams.progress import guard_partitions
+from streams.progress import TableProgress, guard_partitions, highest_offsets
 from streams.records import InputRecord
 from streams.retrying import through_outages
 from streams.settings import Clock, StreamSettings, utc_now
 
 log = logging.getLogger(__name__)
 STAGE = "projector"
+BATCH_RECORDS = 500
+BATCH_SECONDS = 0.05
+Read = AnyEvent | Exception | None
+"""A record read: its event, its poison, or None (not to be projected)."""
+Failed = tuple[InputRecord, Exception]
+"""A record the projector could not project, and why (it is dead-lettered)."""
+
+
+class ReadModelProgress:
+    """The projector's progress, kept in the read model (`projections.progress`) and cached;
+    a partition the read model has no progress for falls back to what the projector's table
+    recorded before progress moved to the read model (`fallback`)."""
+
+    def __init__(self, db: Database[dict[str, Any]], fallback: TableProgress) -> None:
+        self._db = db
+        self._fallback = fallback
+        self._known: dict[TP, int | None] = {}
+        self._stored: dict[str, dict[int, int]] = {}
+        """What the read model held for each topic read so far (one query per topic)."""
+
+    async def last_applied(self, tp: TP) -> int | None:
+        if tp not in self._known:
+            if tp.topic not in self._stored:
+                self._stored[tp.topic] = await through_outages(
+                    partial(asyncio.to_thread, topic_offsets, self._db, tp.topic),
+                    f"reading the projector's progress on {tp.topic}",
+                )
+            offset = self._stored[tp.topic].get(tp.partition)
+            if offset is None:
+                offset = await self._fallback.last_applied(tp)
+            self._known[tp] = offset
+        return self._known[tp]
+
+    async def store(self, offsets: Mapping[TP, int]) -> None:
+        by_partition = {(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
+        await through_outages(
+            partial(asyncio.to_thread, store_progress, self._db, by_partition),
+            "storing the projector's progress",
+        )
+        self._known.update(offsets)
+
+    def forget(self) -> None:
+        """After a rebalance another projector may have moved a partition on: read again."""
+        self._known.clear()
+        self._stored.clear()
 
 
 def create_projector_app(
@@ -52,13 +107,14 @@ def create_projector_app(
         key_type=bytes,
         value_type=bytes,
     )
-    applied_offsets = raw_table(app, "applied-offsets", settings)
+    applied_offsets = raw_table(app, "applied-offsets", settings)  # progress before 0.3
+    progress = ReadModelProgress(db, TableProgress(applied_offsets))
     key_store = DataKeyStore(db, clock=clock)
     ring = StoreKeyRing(key_store)
     writes = LiveWrites(db)
     guard = guard_partitions(
         app,
-        applied_offsets,
+        progress,
         bootstrap_servers=settings.bootstrap_servers,
         stage=STAGE,
         topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
@@ -92,40 +148,111 @@ def create_projector_app(
             log.info("not projected %s (its content is forgotten)", record.position)
             return None
 
-    async def apply(record: InputRecord) -> None:
-        try:
-            event = await through_outages(
-                lambda: with_keys(lambda: readable(record)), f"reading {record.position}"
-            )
-            if event is None:
-                return
+    def read_into(read: list[Read], records: Sequence[InputRecord]) -> None:
+        """Read the records after those in `read`, in order, up to the first forgetting record
+        (its keys die before anything after it is read); poison is kept as its error."""
+        for record in records[len(read) :]:
+            try:
+                event = readable(record)
+            except KeyNotCached:
+                raise  # looked up, then read again from this record (`with_keys`)
+            except Exception as exc:
+                if is_outage(exc):
+                    raise
+                read.append(exc)
+                continue
+            read.append(event)
             if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
-                # Keys first: the erasure step projected next may complete the receipt, and a
-                # complete receipt promises the log no longer opens.
-                await through_outages(
-                    partial(asyncio.to_thread, destroy_forgotten_keys, key_store, writes, event),
-                    f"destroying the keys {record.position} forgets",
+                return
+
+    async def read_up_to_forgetting(records: Sequence[InputRecord]) -> list[Read]:
+        read: list[Read] = []
+        await through_outages(
+            lambda: with_keys(lambda: read_into(read, records)),
+            f"reading {records[0].position} and on",
+        )
+        return read
+
+    async def destroy_keys(record: InputRecord, event: KeyForgetting) -> None:
+        # Keys first: the erasure projected next may complete the receipt, and a complete
+        # receipt promises the log no longer opens.
+        await through_outages(
+            partial(asyncio.to_thread, destroy_forgotten_keys, key_store, writes, event),
+            f"destroying the keys {record.position} forgets",
+        )
+
+    async def project_run(run: Sequence[tuple[InputRecord, AnyEvent]]) -> list[Failed]:
+        """Project `run` in bulk (`projections.batch`); the records it failed on, and why."""
+        if not run:
+            return []
+        batch = [(event, record.partition) for record, event in run]
+        outcome = await through_outages(
+            partial(asyncio.to_thread, project_batch, db, batch),
+            f"projecting {run[0][0].position} and {len(run) - 1} more",
+        )
+        return [
+            (record, error) for (record, _), error in zip(run, outcome.errors, strict=True) if error
+        ]
+
+    async def dead_letter_all(failed: Sequence[Failed]) -> None:
+        letters = []
+        for record, error in failed:
+            log.error("projecting %s failed: %r", record.position, error, exc_info=error)
+            reason = f"projection failed: {error!r}"
+            letters.append(
+                (dead_letter_record(record, stage=STAGE, reason=reason, now=clock()), None)
+            )
+        if letters:
+            await through_outages(
+                partial(asyncio.to_thread, project_batch, db, letters),
+                f"dead-lettering {len(letters)} records",
+            )
+
+    async def apply_batch(records: Sequence[InputRecord]) -> None:
+        """Read the records in order, project them in bulk — a forgetting record's keys
+        destroyed after everything before it is projected, before it is read further — then
+        dead-letter the poison, then store the progress (docs/architecture.md, "Replay")."""
+        read_events: list[tuple[InputRecord, AnyEvent]] = []
+        run: list[tuple[InputRecord, AnyEvent]] = []
+        failed: list[Failed] = []
+        done = 0
+        while done < len(records):
+            read = await read_up_to_forgetting(records[done:])
+            for record, event in zip(records[done:], read, strict=False):
+                if isinstance(event, Exception):  # poison (outages never get here)
+                    failed.append((record, event))
+                    continue
+                if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
+                    failed += await project_run(run)
+                    run = []
+                    try:
+                        await destroy_keys(record, event)
+                    except Exception as exc:
+                        failed.append((record, exc))
+                        continue
+                if event is not None:
+                    run.append((record, event))
+                    read_events.append((record, event))
+            done += len(read)
+        failed += await project_run(run)
+        await dead_letter_all(failed)
+        poison = {id(record) for record, _ in failed}
+        for record, event in read_events:
+            if id(record) not in poison:  # its writes are in, its progress is not
+                decisions = getattr(event, "decisions", ())
+                fault_point(
+                    "projector.after_project", event.event_type, *(d.event_type for d in decisions)
                 )
-            await through_outages(
-                partial(asyncio.to_thread, project, db, event, partition=record.partition),
-                f"projecting {record.position}",
-            )
-            decisions = getattr(event, "decisions", ())
-            fault_point(
-                "projector.after_project", event.event_type, *(d.event_type for d in decisions)
-            )
-        except Exception as exc:  # poison (outages never get here): keep it visible, go on
-            log.exception("projecting %s failed", record.position)
-            dead = dead_letter_record(
-                record, stage=STAGE, reason=f"projection failed: {exc!r}", now=clock()
-            )
-            await through_outages(
-                partial(asyncio.to_thread, project, db, dead), f"dead-lettering {record.position}"
-            )
+        await progress.store(highest_offsets(records))
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def forget_progress(sender: faust.App, revoked: Any, **_: Any) -> None:
+        progress.forget()
 
     @app.agent(events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            await guard.apply_in_order(event, apply)
+        await apply_batches(
+            stream, guard, apply_batch, max_records=BATCH_RECORDS, within=BATCH_SECONDS
+        )
 
     return app

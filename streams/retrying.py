@@ -12,6 +12,7 @@ record as the last line: an outage anywhere else retries the record, anything el
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -56,11 +57,44 @@ def _log_outage(what: str) -> Callable[[RetryCallState], None]:
     return before_sleep
 
 
+MAX_RETRY_AFTER_SECONDS = 300.0
+"""The longest a provider's `Retry-After` is honoured (a longer one is a broken header)."""
+
+
+class _BackoffOrRetryAfter:
+    """Exponential back-off with jitter, but never sooner than the `Retry-After` the failure
+    carries (`ProviderUnavailable.retry_after`: an LLM or embeddings endpoint rate-limiting
+    us with HTTP 429): retrying earlier would only be refused again."""
+
+    def __init__(self) -> None:
+        self._backoff = wait_exponential_jitter(
+            multiplier=INITIAL_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS
+        )
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = float(self._backoff(state))
+        failure = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(failure, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after > 0:
+            return max(delay, min(float(retry_after), MAX_RETRY_AFTER_SECONDS))
+        return delay
+
+
+def _first_delay(failure: BaseException) -> float:
+    """The wait before the second attempt: the back-off's first step, or the failure's
+    `Retry-After` if longer (at most `MAX_RETRY_AFTER_SECONDS`)."""
+    retry_after = getattr(failure, "retry_after", None)
+    if isinstance(retry_after, int | float) and retry_after > 0:
+        return max(INITIAL_BACKOFF_SECONDS, min(float(retry_after), MAX_RETRY_AFTER_SECONDS))
+    return INITIAL_BACKOFF_SECONDS
+
+
 def outage_policy(what: str) -> AsyncRetrying:
-    """Retry while the failure is an outage, forever, with back-off; raise anything else."""
+    """Retry while the failure is an outage, forever, with back-off (at least what a provider
+    asked for with `Retry-After`); raise anything else."""
     return AsyncRetrying(
         retry=retry_if_exception(_outage),
-        wait=wait_exponential_jitter(multiplier=INITIAL_BACKOFF_SECONDS, max=MAX_BACKOFF_SECONDS),
+        wait=_BackoffOrRetryAfter(),
         stop=stop_never,
         before_sleep=_log_outage(what),
         reraise=True,
@@ -68,7 +102,19 @@ def outage_policy(what: str) -> AsyncRetrying:
 
 
 async def through_outages(call: Callable[[], Awaitable[T]], what: str) -> T:
-    """`await call()`, retried through outages (see `outage_policy`)."""
+    """`await call()`, retried through outages (see `outage_policy`).
+
+    The first attempt runs outside tenacity: a stage calls this for every record and every
+    step, almost always once, and building the retry machinery each time cost the window a
+    quarter of its CPU per turn. Only a first attempt that met an outage enters the policy."""
+    try:
+        return await call()
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        delay = _first_delay(exc)
+        log.warning("%s: %r; waiting %.1fs for it to come back", what, exc, delay)
+        await asyncio.sleep(delay)
 
     async def attempt() -> T:  # a coroutine function: tenacity would not await a plain callable
         return await call()

@@ -8,7 +8,6 @@ event loop never waits on MongoDB.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -54,11 +53,6 @@ class StageKeys:
             return encode(event)
         ring = self.ring
         return await with_keys(lambda: encode(event, sealer(ring)))
-
-    async def load(self, key_ids: set[str]) -> None:
-        """Bring `key_ids` into memory with one lookup, in a thread (before opening many)."""
-        if key_ids and self.ring is not None:
-            await asyncio.to_thread(self.ring.store.load, key_ids)
 
     async def stored_window(self, stored: bytes) -> SessionWindow:
         """A window as the table holds it, its pending turns opened (`KeyDestroyed`: its

@@ -36,11 +36,19 @@ class StreamSettings:
     producer_request_timeout_seconds: float | None = None
     """How long a send waits for the broker before it fails; None: Faust's default (1,200 s)."""
     llm_attempts: int = 3
+    llm_max_in_flight: int = 16
+    """LLM calls one memory type's worker keeps in flight at most (`llm.max_in_flight`)."""
     extraction_limits: ExtractionLimits = field(default_factory=ExtractionLimits)
     retention: Mapping[str, timedelta] = field(default_factory=dict)
     """How long a memory version of each type lives (a type not named: for ever)."""
     expiry_check_interval: timedelta = timedelta(seconds=60)
     """How often a memory type's stage looks for versions that are due to expire."""
+
+    @property
+    def records_in_flight(self) -> int:
+        """Records a memory type's worker works on at once: twice its LLM calls, so that while
+        some wait on the LLM others read the read model or embed."""
+        return 2 * self.llm_max_in_flight
 
     def group(self, stage: str) -> str:
         """The consumer group (and Faust app id) of one stage."""

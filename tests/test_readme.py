@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memstream.worker import READY_MARKER
 from tests.support.pipeline import PipelineHarness, eventually
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -80,14 +83,44 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
             if flag in command:
                 at = command.index(flag) + 1
                 command[at] = f"{database}_{command[at]}"
-        run = subprocess.run(
-            [sys.executable, "-m", "memstream", *command[1:]],
-            env={**os.environ, **pipeline.environment},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        argv = [sys.executable, "-m", "memstream", *command[1:]]
+        environment = {**os.environ, **pipeline.environment}
+        if command[1] == "worker":  # runs until stopped: it must get ready and stop cleanly
+            assert_worker_gets_ready_and_stops(argv, environment, line)
+            continue
+        run = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=180)
         assert run.returncode == 0, f"{line}: {run.stdout}{run.stderr}"
+
+
+def assert_worker_gets_ready_and_stops(
+    argv: list[str], environment: dict[str, str], line: str
+) -> None:
+    worker = subprocess.Popen(
+        argv, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert worker.stderr is not None
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert worker.stderr is not None
+        for text in worker.stderr:
+            seen.append(text)
+            if READY_MARKER in text:
+                ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(180), f"{line}: never ready: {''.join(seen)[-2000:]}"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            code = worker.wait()
+    assert code == 0, f"{line}: exit {code} after SIGTERM: {''.join(seen)[-2000:]}"
 
 
 def unprojected_turns(pipeline: PipelineHarness) -> set[str]:

@@ -23,6 +23,7 @@ from typing import Any, get_args
 
 from events.memories import MemoryType
 from handlers.rendering import Language, detect_language
+from projections.vectors import pack_vector
 
 DEFAULT_DATA = Path(__file__).with_name("data.json")
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
@@ -144,7 +145,7 @@ def documents(user: User, vectors: Sequence[Sequence[float]], model: str) -> lis
             "reinforcement_count": 0,
             "created_at": CREATED - timedelta(minutes=position),
             "updated_at": CREATED - timedelta(minutes=position),
-            "embedding": list(vector),
+            "embedding": pack_vector(vector),
             "embedding_model": model,
         }
         for position, (memory, vector) in enumerate(zip(user.memories, vectors, strict=True))

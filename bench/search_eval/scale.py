@@ -1,11 +1,11 @@
 """Search latency as one user's index grows: synthetic memories at 1k, 10k, 100k.
 
 Each size gets `n` synthetic current memories: random unit vectors of the embedder's dimension
-(as lists of floats, which is what MongoDB returns), the four memory types in turn, and short
-texts — 70% English, "The user" and 6-14 words drawn from the labelled set's English vocabulary;
-30% Chinese, "用户" and 8-20 characters drawn from its Chinese characters — so keyword scoring
-sees realistic token counts. Queries are the labelled queries' texts (cycled) with random unit
-vectors.
+(packed, as the projector stores them: `projections.vectors`), the four memory types in turn,
+and short texts — 70% English, "The user" and 6-14 words drawn from the labelled set's English
+vocabulary; 30% Chinese, "用户" and 8-20 characters drawn from its Chinese characters — so
+keyword scoring sees realistic token counts. Queries are the labelled queries' texts (cycled)
+with random unit vectors.
 
 Timed per size:
 
@@ -42,6 +42,7 @@ from bench.search_eval.scoring import percentile
 from events.memories import MemoryType
 from handlers.search import Filters, KeywordIndex, SearchMode, ranked
 from memstream.search_index import UserIndex
+from projections.vectors import pack_vector
 
 USER = "scale-user"
 MODEL = "synthetic"
@@ -101,10 +102,10 @@ def synthetic_documents(
             "reinforcement_count": 0,
             "created_at": CREATED,
             "updated_at": CREATED,
-            "embedding": vector,
+            "embedding": pack_vector(vector),
             "embedding_model": MODEL,
         }
-        for i, vector in enumerate(vectors.tolist())
+        for i, vector in enumerate(vectors)
     ]
 
 

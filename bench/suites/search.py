@@ -21,12 +21,17 @@ Before those, per size, a few end-to-end searches the way they were before `memo
 existed (`COUNTED`: no write count yet, so the read model counts the user's `memory_events`
 before each search); then the write count is stored and the built index relabelled with it.
 
-Also per size: the first search (the index built from the database: fetch + `UserIndex.built`);
-the search right after a memory is written (`WRITES` times: one `MemoryAdded` through the
-projector, then one search, which updates the index with that memory only — the first search
-is its baseline, as every search after a write was before the update existed); and the
-recall@10 of `ReadModel.search`'s vector mode against numpy's exact top 10 (1.0 as long as
-search is exact). Growth: p95 at the largest size / p95 at 1k (aim ≤ 2).
+Also per size: the first search, `FIRSTS` times, each in a fresh `ReadModel` (a process's first
+search for the user: one find of the user's current memories + `UserIndex.built`), against the
+warm search of the same run (aim ≤ 3x at 1k and 10k) and, at the `lists` sizes, against the
+same memories stored as lists of doubles in a database of their own (how every database was
+projected before vectors were packed, `projections.vectors`; the two alternate); after each
+packed first search, its parts timed alone (the find, the build, and the keyword postings
+within the build); the search right after a memory is written (`WRITES` times: one
+`MemoryAdded` through the projector, then one search, which updates the index with that memory
+only — the first search is its baseline, as every search after a write was before the update
+existed); and the recall@10 of `ReadModel.search`'s vector mode against numpy's exact top 10
+(1.0 as long as search is exact). Growth: p95 at the largest size / p95 at 1k (aim ≤ 2).
 """
 
 from __future__ import annotations
@@ -49,9 +54,12 @@ from bench.search_eval.dataset import CREATED, load
 from bench.search_eval.pipeline import InMemoryReadModel
 from bench.search_eval.scale import MODEL, Vocabulary, synthetic_documents
 from events.memories import Evidence, MemoryAdded, MemoryContent, Provenance
+from handlers.search import KeywordIndex
 from memstream.read_model import ReadModel
+from memstream.search_index import UserIndex
 from projections.memories import project_memory_event, version_id
 from projections.store import MEMORIES, MEMORY_EVENTS, MEMORY_WRITES, Db, ensure_indexes
+from projections.vectors import unpack_matrix, unpack_vector
 from projections.writes import LiveWrites
 
 DIMENSION = 384
@@ -62,6 +70,13 @@ SIDES = ("end_to_end", "ranking", "numpy")
 COUNTED = "end_to_end_counting_events"
 WRITES = 5
 """Memories added through the projector, each followed by one timed search."""
+FIRSTS = 3
+"""First searches timed per size and stored form, each in a fresh `ReadModel`."""
+FIRST_AIM_SIZES = (1000, 10000)
+"""Sizes at which the first search aims at ≤ 3x the warm search."""
+PARTS = ("find", "build", "keywords")
+"""A first search's parts: the read model's query, `UserIndex.built`, and within the build the
+keyword postings (`KeywordIndex.built`)."""
 
 
 @dataclass(frozen=True)
@@ -74,14 +89,24 @@ class Profile:
     counted: dict[int, int]
     """Searches timed end to end the way it was before `memory_writes` existed (the user's
     `memory_events` counted before each search): seconds each at 100k, so only a few."""
+    lists: tuple[int, ...]
+    """Sizes also loaded with their vectors as lists of doubles, for the first search's
+    baseline (not at 100k: minutes per first search)."""
 
 
-QUICK = Profile((1000, 10000), {1000: 50, 10000: 30}, {1000: 50, 10000: 30}, {1000: 10, 10000: 4})
+QUICK = Profile(
+    (1000, 10000),
+    {1000: 50, 10000: 30},
+    {1000: 50, 10000: 30},
+    {1000: 10, 10000: 4},
+    (1000, 10000),
+)
 FULL = Profile(
     (1000, 10000, 100000),
     {1000: 50, 10000: 50, 100000: 50},
     {1000: 50, 10000: 50, 100000: 50},
     {1000: 20, 10000: 10, 100000: 3},
+    (1000, 10000),
 )
 
 
@@ -121,7 +146,14 @@ class SizeRun:
     seconds: dict[str, list[float]] = field(
         default_factory=lambda: {s: [] for s in (*SIDES, COUNTED)}
     )
-    first_search_s: float = 0.0
+    first_search_s: list[float] = field(default_factory=list)
+    first_search_lists_s: list[float] = field(default_factory=list)
+    """The same first search on the memories stored as lists of doubles."""
+    first_search_parts_s: dict[str, list[float]] = field(
+        default_factory=lambda: {part: [] for part in PARTS}
+    )
+    """The packed first search's parts, each timed alone after each first search: the find,
+    the build, and the keyword postings (part of the build)."""
     after_write_s: list[float] = field(default_factory=list)
     load_s: float = 0.0
     recall: list[float] = field(default_factory=list)
@@ -129,12 +161,19 @@ class SizeRun:
     def ms(self, side: str, q: float) -> float:
         return percentile(self.seconds[side], q) * 1000
 
+    @property
+    def first_s(self) -> float:
+        """The median first search (packed vectors)."""
+        return percentile(self.first_search_s, 50)
+
     def summary(self) -> dict[str, Any]:
         return {
             "size": self.size,
             "queries": {side: len(values) for side, values in self.seconds.items()},
             "load_s": self.load_s,
             "first_search_s": self.first_search_s,
+            "first_search_lists_s": self.first_search_lists_s,
+            "first_search_parts_s": self.first_search_parts_s,
             "search_after_a_write_s": self.after_write_s,
             "p50_ms": {side: self.ms(side, 50) for side in self.seconds if self.seconds[side]},
             "p95_ms": {side: self.ms(side, 95) for side in self.seconds if self.seconds[side]},
@@ -143,9 +182,10 @@ class SizeRun:
         }
 
 
-def _load(uri: str, database: str, documents: list[dict[str, Any]]) -> None:
-    """The user's memories and one `memory_events` entry each (without the event payload the
-    projector also stores there). The user's write count comes later (`_write_count`)."""
+def _load(uri: str, database: str, documents: list[dict[str, Any]], *, lists: bool) -> None:
+    """The user's memories (their vectors packed, or as lists of doubles with `lists`) and one
+    `memory_events` entry each (without the event payload the projector also stores there).
+    The user's write count comes later (`_write_count`)."""
     client: MongoClient[dict[str, Any]]
     with MongoClient(uri) as client:
         db: Db = client[database]
@@ -153,7 +193,14 @@ def _load(uri: str, database: str, documents: list[dict[str, Any]]) -> None:
         for start in range(0, len(documents), BATCH):
             chunk = documents[start : start + BATCH]
             db[MEMORIES].insert_many(
-                [{"_id": version_id(d["memory_id"], d["version"]), **d} for d in chunk]
+                [
+                    {
+                        "_id": version_id(d["memory_id"], d["version"]),
+                        **d,
+                        **({"embedding": list(unpack_vector(d["embedding"]))} if lists else {}),
+                    }
+                    for d in chunk
+                ]
             )
             db[MEMORY_EVENTS].insert_many(
                 [
@@ -176,26 +223,31 @@ async def _measure(
     queries: Sequence[str],
     end_to_end: int,
     counted: int,
+    lists: bool,
     vocabulary: Vocabulary,
 ) -> SizeRun:
     run = SizeRun(size)
     documents = synthetic_documents(size, DIMENSION, vocabulary, SEED + size)
-    matrix = normalised(np.asarray([d["embedding"] for d in documents], dtype=np.float32))
+    matrix = normalised(unpack_matrix([d["embedding"] for d in documents]))
     ids = [str(d["memory_id"]) for d in documents]
     user = str(documents[0]["user_id"])
     database = f"bench-search-{uuid.uuid4().hex[:8]}"
+    databases = {"packed": database}
     started = time.perf_counter()
-    await asyncio.to_thread(_load, uri, database, documents)
+    await asyncio.to_thread(_load, uri, database, documents, lists=False)
     run.load_s = time.perf_counter() - started
+    if lists:
+        databases["lists"] = f"{database}-lists"
+        await asyncio.to_thread(_load, uri, databases["lists"], documents, lists=True)
+        await asyncio.to_thread(_write_count, uri, databases["lists"], user, size)
     del documents
     rng = np.random.default_rng(SEED + 1)
     vectors = normalised(rng.standard_normal((len(queries), DIMENSION)).astype(np.float32))
     read_model = ReadModel(uri, database)
     try:
-        started = time.perf_counter()
+        # No write count yet: this search builds the index and the next ones count the events.
         await read_model.search(user, queries[0], vectors[0].tolist(), MODEL, limit=LIMIT)
-        run.first_search_s = time.perf_counter() - started
-        for number in range(counted):  # no write count yet: the events are counted
+        for number in range(counted):
             started = time.perf_counter()
             await read_model.search(user, queries[number], vectors[number].tolist(), MODEL)
             run.seconds[COUNTED].append(time.perf_counter() - started)
@@ -203,6 +255,16 @@ async def _measure(
         await asyncio.to_thread(_write_count, uri, database, user, size)
         # The built index, labelled with the write count as if built under it (no second build).
         index = read_model._index.store(user, dataclasses.replace(index, revision=size))
+        for number, baseline_first in alternate(FIRSTS):
+            forms = ("lists", "packed") if baseline_first else ("packed", "lists")
+            for form in (f for f in forms if f in databases):
+                found = await _first_search(
+                    uri, databases[form], user, queries[number], vectors[number]
+                )
+                (run.first_search_s if form == "packed" else run.first_search_lists_s).append(found)
+                if form == "packed":
+                    for part, seconds in (await _first_search_parts(read_model, user)).items():
+                        run.first_search_parts_s[part].append(seconds)
         in_memory = InMemoryReadModel({user: index})
         for number, baseline_first in alternate(len(queries)):
             query, vector = queries[number], vectors[number]
@@ -230,8 +292,38 @@ async def _measure(
         await read_model.close()
         dropper: MongoClient[dict[str, Any]]
         with MongoClient(uri) as dropper:
-            dropper.drop_database(database)
+            for name in databases.values():
+                dropper.drop_database(name)
     return run
+
+
+async def _first_search(
+    uri: str, database: str, user: str, query: str, vector: NDArray[np.float32]
+) -> float:
+    """Seconds of the user's first search in a fresh read model (its connection opened first,
+    by a profile read, so the figure is the index's build, not the handshake)."""
+    read_model = ReadModel(uri, database)
+    try:
+        await read_model.profile(user)
+        started = time.perf_counter()
+        await read_model.search(user, query, vector.tolist(), MODEL, limit=LIMIT)
+        return time.perf_counter() - started
+    finally:
+        await read_model.close()
+
+
+async def _first_search_parts(read_model: ReadModel, user: str) -> dict[str, float]:
+    """A first search's parts, each timed alone: the find the read model sends for a build,
+    `UserIndex.built` over what it returned, and the keyword postings (part of the build)."""
+    started = time.perf_counter()
+    documents = await read_model._indexed_memories(user)
+    found = time.perf_counter() - started
+    started = time.perf_counter()
+    index = UserIndex.built(0, documents)
+    built = time.perf_counter() - started
+    started = time.perf_counter()
+    KeywordIndex.built([str(document.get("text") or "") for document in index.documents])
+    return {"find": found, "build": built, "keywords": time.perf_counter() - started}
 
 
 def _write_count(uri: str, database: str, user: str, count: int) -> None:
@@ -293,13 +385,14 @@ def run(context: BenchContext) -> SuiteResult:
                 queries,
                 profile.end_to_end[size],
                 profile.counted[size],
+                size in profile.lists,
                 vocabulary,
             )
         )
         print(
             f"   search {size}: end-to-end p50 {found.ms('end_to_end', 50):.2f} ms, "
             f"ranking p50 {found.ms('ranking', 50):.2f} ms, numpy p50 {found.ms('numpy', 50):.2f}"
-            f" ms, first search {found.first_search_s:.1f} s",
+            f" ms, first search {found.first_s:.2f} s",
             file=sys.stderr,
             flush=True,
         )
@@ -348,23 +441,16 @@ def figures(runs: Sequence[SizeRun], *, quick: bool) -> list[Figure]:
                     "memory_writes still takes this path",
                 )
             )
-        rows.append(
-            Figure(
-                "search, first search (index built from the database)",
-                setting,
-                "s",
-                found.first_search_s,
-                note="fetch of the user's memories + UserIndex.built",
-            )
-        )
-        if found.after_write_s:
+        if found.first_search_s:
+            rows.extend(_first_search_figures(found))
+        if found.after_write_s and found.first_search_s:
             rows.append(
                 Figure(
                     "search, first search after a memory is written",
                     setting,
                     "s",
                     percentile(found.after_write_s, 50),
-                    found.first_search_s,
+                    found.first_s,
                     "the first search (index built from the database)",
                     note=f"median of {len(found.after_write_s)}: one MemoryAdded projected, "
                     "then one search (index updated with the changed memory)",
@@ -397,6 +483,58 @@ def figures(runs: Sequence[SizeRun], *, quick: bool) -> list[Figure]:
                 Aim("<=", 2),
             )
         )
+    return rows
+
+
+def _first_search_figures(found: SizeRun) -> list[Figure]:
+    """The first search against the warm one and against vectors stored as lists, and its
+    parts as shares of it."""
+    setting = f"{found.size:,} memories"
+    first = found.first_s
+    samples = f"median of {len(found.first_search_s)}, each in a fresh ReadModel"
+    rows = [
+        Figure(
+            "search, first search (index built from the database)",
+            setting,
+            "s",
+            first,
+            percentile(found.first_search_lists_s, 50) if found.first_search_lists_s else None,
+            "the same memories with their vectors as lists of doubles (as projected before)",
+            note=f"{samples}: one find of the user's memories + UserIndex.built",
+        ),
+        Figure(
+            "search, first search / warm search",
+            setting,
+            "ms",
+            first * 1000,
+            found.ms("end_to_end", 50),
+            "warm search p50, ReadModel.search end to end (same run)",
+            Aim("<=", 3) if found.size in FIRST_AIM_SIZES else None,
+            note=samples,
+        ),
+    ]
+    for part, name in zip(
+        PARTS,
+        (
+            "the find (SecantusDB returning the memories)",
+            "UserIndex.built",
+            "the keyword postings (tokenising; part of the build)",
+        ),
+        strict=True,
+    ):
+        if found.first_search_parts_s[part]:
+            rows.append(
+                Figure(
+                    f"search, first search's part: {name}",
+                    setting,
+                    "s",
+                    percentile(found.first_search_parts_s[part], 50),
+                    first,
+                    "the whole first search (median)",
+                    note=f"median of {len(found.first_search_parts_s[part])}, each timed alone "
+                    "right after a first search",
+                )
+            )
     return rows
 
 

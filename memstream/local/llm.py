@@ -7,9 +7,9 @@ cache file, checks its size and sha256, and renames it into place; nothing is ev
 at run time.
 ``MEMSTREAM_LOCAL_MODEL=/path/to/any.gguf`` uses a model of the user's own instead.
 
-`LocalLLMServer` runs ``python -m llama_cpp.server`` (from ``llama-cpp-python[server]``) as a
-child process on 127.0.0.1, an OpenAI-compatible endpoint that accepts
-``response_format={"type": "json_object"}``.
+`LocalLLMServer` runs ``python -m memstream.local.llama_server`` (``llama-cpp-python[server]``'s
+server with a prompt cache bounded by the bytes it holds) as a child process on 127.0.0.1, an
+OpenAI-compatible endpoint that accepts ``response_format={"type": "json_object"}``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ MODEL_ENV = "MEMSTREAM_LOCAL_MODEL"
 
 CACHE_ENV = "MEMSTREAM_MODEL_CACHE"
 """Where assembled model files are kept (default ``~/.cache/memstream/models``)."""
+
+SERVER_MODULE = "memstream.local.llama_server"
+"""llama-cpp-python's server with memstream's bounded prompt cache (same command line)."""
 
 _CHUNK = 8 * 1024 * 1024
 _MARKER_SUFFIX = ".verified.json"
@@ -317,7 +320,8 @@ def _default_threads() -> int:
 
 
 class LocalLLMServer(LoopbackServer):
-    """``python -m llama_cpp.server`` for one GGUF file, as a child process on 127.0.0.1.
+    """The llama.cpp server (`memstream.local.llama_server`) for one GGUF file, as a child process
+    on 127.0.0.1.
 
     A :class:`~memstream.servers.LoopbackServer`: use it as a context manager, or call `start`
     and `stop`. Its output goes to `log_path` (a file, never an unread pipe): the given one,
@@ -343,7 +347,7 @@ class LocalLLMServer(LoopbackServer):
         log_path: Path | None = None,
         startup_timeout: float = 120.0,
         python: str = sys.executable,
-        server_module: str = "llama_cpp.server",
+        server_module: str = SERVER_MODULE,
         env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
@@ -410,7 +414,8 @@ class LocalLLMServer(LoopbackServer):
             ) from exc
 
     def _prepare(self) -> None:
-        package = self._server_module.split(".")[0]
+        ours = self._server_module == SERVER_MODULE
+        package = "llama_cpp" if ours else self._server_module.split(".")[0]
         if importlib.util.find_spec(package) is None:
             raise LocalLLMUnavailable(
                 f"the local LLM runtime is not installed ({package}): pip install "
@@ -426,12 +431,26 @@ class LocalLLMServer(LoopbackServer):
     def _env(self) -> Mapping[str, str]:
         return {**os.environ, "HF_HUB_OFFLINE": "1", **self._extra_env}
 
+    @property
+    def health_url(self) -> str:
+        """What answers at once while the server lives: ``/health`` on memstream's server (the
+        stock server's ``/v1/models`` waits behind a running completion)."""
+        if self._server_module == SERVER_MODULE:
+            return f"http://{self.address}/health"
+        return f"{self.base_url}/models"
+
     def _is_ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        return answers(self.health_url, timeout=2)
+
+
+def answers(url: str, *, timeout: float, headers: Mapping[str, str] | None = None) -> bool:
+    """``GET url`` answers 200 within `timeout` seconds."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 def start_local_llm(
@@ -445,10 +464,12 @@ def start_local_llm(
     log_path: Path | None = None,
     startup_timeout: float = 120.0,
     extra_args: Sequence[str] = (),
+    server_module: str = SERVER_MODULE,
 ) -> LocalLLMServer:
     """Assemble (or reuse) the model, or take ``$MEMSTREAM_LOCAL_MODEL``, and start a server.
 
-    ``extra_args`` go to the llama.cpp server's command line (e.g. ``--cache true``). The caller
+    ``extra_args`` go to the llama.cpp server's command line (e.g. ``--cache true``);
+    ``server_module="llama_cpp.server"`` runs the stock server (benchmarks compare them). The caller
     owns the returned running server: ``stop()`` it, or use it in a ``with`` block.
     """
     if not llama_cpp_available():
@@ -465,5 +486,6 @@ def start_local_llm(
         log_path=log_path,
         startup_timeout=startup_timeout,
         extra_args=extra_args,
+        server_module=server_module,
     )
     return server.start()

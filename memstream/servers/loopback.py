@@ -166,11 +166,18 @@ class LoopbackServer:
     def running(self) -> bool:
         return self._child.running
 
-    def start(self) -> Self:
-        """Start the process and block until it is ready. Raises :class:`ServerStartError`."""
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process exited (negative: the signal that ended it)."""
+        return self._child.returncode
+
+    def spawn(self) -> None:
+        """Start the process on `port` without waiting for it to answer: whoever restarts it
+        (``memstream.supervisor``) polls :meth:`is_ready`. Raises :class:`ServerStartError`
+        when the port is taken."""
         with self._lock:
             if self.running:
-                return self
+                return
             if port_open(self.port, timeout=0.2):
                 # Otherwise the readiness probe would talk to whatever already listens there.
                 raise ServerStartError(f"{self.name}: port {self.address} is already in use")
@@ -181,6 +188,17 @@ class LoopbackServer:
             self._child.start(
                 command, cwd=self.workdir, env=self._env(), preexec_fn=self._preexec_fn()
             )
+
+    def is_ready(self) -> bool:
+        """The process runs and answers a real protocol request."""
+        return self.running and self._is_ready()
+
+    def start(self) -> Self:
+        """Start the process and block until it is ready. Raises :class:`ServerStartError`."""
+        with self._lock:
+            if self.running:
+                return self
+            self.spawn()
             try:
                 self.startup_seconds = self._child.wait_ready(
                     self._is_ready, timeout=self.startup_timeout, poll_interval=self.poll_interval

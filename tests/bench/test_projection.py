@@ -66,7 +66,7 @@ def test_rate_of_no_time_is_zero() -> None:
     assert rate(100, 4.0) == 25.0
 
 
-def test_figures_take_medians_over_rounds_and_aim_at_replay() -> None:
+def test_figures_take_medians_over_rounds_and_aim_at_live_and_replay() -> None:
     def round_(live: float, replay: float, read: float, bulk: float) -> dict[str, object]:
         return {
             "live": {"seconds": live},
@@ -79,7 +79,7 @@ def test_figures_take_medians_over_rounds_and_aim_at_replay() -> None:
         "documents": {"turns": 7, "memories": 3},
     }
     live, replay, only = figures_for("tansu", 100, raw)
-    assert (live.ours, live.baseline, live.aim) == (10.0, 25.0, None)
+    assert (live.ours, live.baseline, live.ratio, live.met) == (10.0, 25.0, 0.4, False)
     assert replay.ours == 20.0 and replay.ratio == 0.8 and replay.met
     assert only.ours == 25.0
     assert "100 events → 10 documents" in live.note

@@ -1,4 +1,5 @@
-"""The search suite's pure helpers: the numpy baseline, recall@k, and the growth figure."""
+"""The search suite's pure helpers: the numpy baseline, recall@k, the growth figure and the first
+search's figures."""
 
 from __future__ import annotations
 
@@ -40,3 +41,25 @@ def test_growth_figure_is_p95_at_the_largest_size_over_p95_at_the_smallest() -> 
     ]
     assert [round(f.ratio or 0, 6) for f in growth] == [3.0, 3.0, 3.0]
     assert all(f.met is False for f in growth)
+
+
+def test_first_search_figures_are_against_warm_search_with_an_aim_at_1k_and_10k() -> None:
+    runs = []
+    for size in (1000, 10000, 100000):
+        run = SizeRun(size)
+        for side in run.seconds:
+            run.seconds[side] = [0.010, 0.020, 0.030]
+        run.first_search_s = [0.09, 0.03, 0.06]
+        run.first_search_lists_s = [0.12] if size < 100000 else []
+        run.first_search_parts_s = {"find": [0.045], "build": [0.015], "keywords": [0.006]}
+        runs.append(run)
+    rows = figures(runs, quick=False)
+    ratios = [f for f in rows if f.benchmark == "search, first search / warm search"]
+    assert [(f.ours, f.baseline, round(f.ratio or 0, 6)) for f in ratios] == [(60.0, 20.0, 3.0)] * 3
+    assert [f.met for f in ratios] == [True, True, None]
+    firsts = [
+        f for f in rows if f.benchmark == "search, first search (index built from the database)"
+    ]
+    assert [f.baseline for f in firsts] == [0.12, 0.12, None]
+    parts = [f for f in rows if f.benchmark.startswith("search, first search's part")]
+    assert [round(f.ratio or 0, 6) for f in parts[:3]] == [0.75, 0.25, 0.1]

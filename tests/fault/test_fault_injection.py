@@ -55,6 +55,38 @@ def test_kills_llm_faults_and_malformed_input_lose_and_double_nothing(
     assert summary["dead_letters"] >= 200
 
 
+def test_two_workers_per_stage_killed_added_and_removed_under_load_lose_and_double_nothing(
+    broker: Any, mongo: Any, tmp_path: Path
+) -> None:
+    """Every busy stage runs as two workers of its consumer group (parallel extraction on, as
+    always): workers SIGKILLed, one added and one removed under load (rebalances), the LLM
+    down and the extractor killed between a result and its progress."""
+    workload = generate(SEED + 3, users=10, sessions_per_user=3, garbled_sessions=1)
+    outcome = run_faults(
+        broker=broker,
+        mongo_uri=mongo.uri,
+        log_dir=tmp_path,
+        seed=SEED + 3,
+        workload=workload,
+        malformed=bad.generate(SEED + 3, 50),
+        faults=[
+            faults.kill_any_worker(),
+            faults.add_worker("extract:semantic"),
+            faults.llm_outage(5, "500"),
+            faults.kill_any_worker(),
+            faults.remove_worker(),
+            faults.kill_after_result_sent(),
+        ],
+        produce_seconds=40,
+        settle_timeout=300,
+        workers_per_stage=2,
+    )
+    assert_nothing_lost_or_doubled(outcome)
+    summary = outcome.summary()
+    assert summary["kills_survived"] == 3
+    assert [f.get("added") or f.get("removed") for f in outcome.faults if f["fault"] == "rebalance"]
+
+
 def test_a_database_outage_and_a_second_worker_killed_lose_and_double_nothing(
     broker: Any, tmp_path: Path
 ) -> None:

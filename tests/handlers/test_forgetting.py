@@ -5,7 +5,9 @@ from __future__ import annotations
 from events.memories import derived_id
 from handlers.forgetting import (
     applies_to_type,
+    forget_again,
     forget_ahead,
+    forgotten_fact_id,
     memories_forgotten,
     memories_to_forget,
 )
@@ -108,3 +110,34 @@ def test_the_users_own_copy_also_erases_memories_learned_before_origins_were_rec
     assert memories_to_forget(f.user_forgotten(), [legacy]) == ("legacy",)
     request = sessions_forgotten(f.session_forgotten(), ["s1"], 0)
     assert memories_to_forget(request, [legacy]) == ()
+
+
+def test_a_request_read_again_after_its_fact_erases_nothing_when_nothing_came_back() -> None:
+    request = sessions_forgotten(f.session_forgotten(), [f.SESSION_ID], 0)
+    assert forget_again(request, "semantic", []) is None
+
+
+def test_a_request_read_again_erases_what_a_replayed_snapshot_learned_again() -> None:
+    """A crash between a snapshot and its session's forget: both are applied again, and the
+    snapshot's memory (its result no longer in the read model) came back; the forget read again
+    writes a fact of its own for it, since its first fact is already written."""
+    request = sessions_forgotten(f.session_forgotten(), [f.SESSION_ID], 0)
+    known = known_after(f.memory_added(memory_id="m-1"))
+    again = forget_again(request, "semantic", known)
+    assert again is not None and again.memory_ids == ("m-1",)
+    assert again.event_id != forgotten_fact_id(request, "semantic")
+    assert again.event_id == forget_again(request, "semantic", known).event_id  # type: ignore[union-attr]
+    assert again.request_id == request.request_id
+
+
+def test_a_memory_request_read_again_names_its_memory_only_if_it_is_known_again() -> None:
+    request = f.memory_forgotten(memory_id="m-1")
+    assert forget_again(request, "semantic", []) is None
+    known = known_after(f.memory_added(memory_id="m-1"))
+    assert forget_again(request, "semantic", known) is not None
+
+
+def test_the_first_fact_of_a_request_has_the_requests_fact_id() -> None:
+    request = f.memory_forgotten(memory_id="m-1")
+    fact = memories_forgotten(request, "semantic", ["m-1"])
+    assert fact.event_id == forgotten_fact_id(request, "semantic")

@@ -290,3 +290,16 @@ def test_cosine() -> None:
 def test_thresholds_must_be_ordered_cosines(reinforce: float, ask: float) -> None:
     with pytest.raises(ValueError, match="thresholds"):
         Thresholds(reinforce=reinforce, ask=ask)
+
+
+def test_a_vector_compares_the_same_from_the_log_and_from_the_read_model() -> None:
+    """The log carries seven significant digits, the read model packed float32: the same
+    vector either way, so a decision never depends on which one the stage read."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    new = tuple(float(f"{v:.7g}") for v in rng.normal(size=384))
+    logged = tuple(float(f"{v:.7g}") for v in rng.normal(size=384))
+    stored = tuple(float(v) for v in np.asarray(logged, dtype=np.float32))
+    assert logged != stored
+    assert cosine(new, logged) == cosine(new, stored)

@@ -375,3 +375,29 @@ def test_session_context_reads_back_stored_histories_then_pending_turns() -> Non
         "[assistant]: " + "x" * 19 + "…",
         "[user]: And one more thing.",
     ]
+
+
+def _counted_one_by_one(texts: list[str]) -> str:
+    """The language by the rule's letter, one character at a time (what the regexes count)."""
+    cjk = latin = 0
+    for char in "".join(texts):
+        code = ord(char)
+        if (
+            0x4E00 <= code <= 0x9FFF
+            or 0x3400 <= code <= 0x4DBF
+            or 0xF900 <= code <= 0xFAFF
+            or 0x20000 <= code <= 0x3134F
+        ):
+            cjk += 1
+        elif char.isalpha() and (char.isascii() or 0x00C0 <= code <= 0x024F):
+            latin += 1
+    return "zh" if cjk and cjk >= 0.25 * (cjk + latin) else "en"
+
+
+def test_every_character_counts_for_the_language_as_the_rule_says() -> None:
+    for code in range(0x32000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        for texts in ([char, "aaa"], [char * 4 + "一"]):  # counted CJK, Latin, or not at all
+            assert detect_language(texts) == _counted_one_by_one(texts), hex(code)

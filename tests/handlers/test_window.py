@@ -22,6 +22,7 @@ from handlers.window import (
     forget_user_windows,
     idle_command,
     is_idle,
+    is_retired,
     should_request_idle,
     snapshot_turn_bytes,
     turn_fingerprint,
@@ -328,6 +329,57 @@ def test_the_timer_requests_an_idle_window_once_per_timeout() -> None:
     assert should_request_idle(window, at(120), POLICY, asked)  # lost? ask again
     moved_on = window.model_copy(update={"seq": 1})
     assert should_request_idle(moved_on, at(61), POLICY, asked)  # another window
+
+
+# --- bounded state: quiet windows are retired ----------------------------------------------------
+
+HORIZON = WindowPolicy(
+    max_messages=3, idle_timeout=timedelta(seconds=60), dedup_horizon=timedelta(seconds=600)
+)
+
+
+def test_a_window_with_nothing_pending_is_retired_a_dedup_horizon_after_its_last_turn() -> None:
+    window, _, _ = feed([recorded(0), recorded(5), recorded(10)], policy=HORIZON)  # promoted
+    assert window.turns == () and window.latest_input_at == at(10)
+    early = decide(window, idle(1, occurred_at=at(609)), offset=3, policy=HORIZON)
+    assert not early.retired and early.ignored
+    late = decide(window, idle(1, occurred_at=at(610)), offset=3, policy=HORIZON)
+    assert late.retired and late.snapshots == () and late.ignored is None
+
+
+def test_a_window_with_pending_turns_is_promoted_by_idleness_never_retired() -> None:
+    window, _, _ = feed([recorded(0)], policy=HORIZON)
+    decision = decide(window, idle(0, occurred_at=at(10_000)), offset=1, policy=HORIZON)
+    assert not decision.retired
+    assert [s.reason for s in decision.snapshots] == ["idle"]
+
+
+def test_a_turn_resent_within_the_horizon_after_its_promotion_is_recognised() -> None:
+    first = recorded(0)
+    window, _, _ = feed([first, recorded(1), recorded(2)], policy=HORIZON)
+    again = decide(window, first, offset=3, policy=HORIZON)
+    assert again.ignored == f"turn {first.event_id} was already recorded"
+
+
+def test_a_forgotten_session_is_retired_a_horizon_after_the_request() -> None:
+    window, _, _ = feed([recorded(0)], policy=HORIZON)
+    forgotten = decide(window, f.session_forgotten(occurred_at=at(100)), offset=1, policy=HORIZON)
+    assert forgotten.window.latest_input_at == at(100)
+    assert not is_retired(forgotten.window, at(699), HORIZON)
+    assert is_retired(forgotten.window, at(700), HORIZON)
+
+
+def test_a_window_stored_before_the_horizon_existed_is_retired_when_quiet() -> None:
+    old = SessionWindow.opened("u1", "s1").model_copy(update={"seq": 3})
+    assert is_retired(old, at(0), HORIZON)
+
+
+def test_the_timer_asks_to_retire_a_quiet_window_with_nothing_pending() -> None:
+    window, _, _ = feed([recorded(0), recorded(1), recorded(2)], policy=HORIZON)
+    assert not should_request_idle(window, at(601), HORIZON, None)
+    assert should_request_idle(window, at(602), HORIZON, None)
+    asked = IdleRequest(window_seq=window.seq, at=at(602))
+    assert not should_request_idle(window, at(630), HORIZON, asked)  # still on its way
 
 
 # --- duplicates and collisions --------------------------------------------------------------------

@@ -64,7 +64,7 @@ def test_defaults_run_the_embedded_pipeline() -> None:
     assert settings.mongodb.database == "memstream"
     assert settings.kafka.topic_prefix == "memstream."
     assert settings.kafka.topics.turns == "memstream.turns"
-    assert settings.kafka.partitions == 4
+    assert settings.kafka.partitions == 16
     assert settings.llm.base_url is None
     assert not settings.llm.configured
     assert settings.embedding.provider == "local"

@@ -150,38 +150,62 @@ def test_a_replay_keeps_every_users_data_their_own(
         client.close()
 
 
-def test_reconciliation_never_considers_another_users_memories() -> None:
-    """The extraction stages' candidate lookup (`KnownMemories.of`, keyed by user) and
-    `handlers.reconcile` itself, given every user's near-identical memories at once."""
-    from events.memories import Evidence
-    from handlers.reconcile import KnownMemory, NewMemory, Source, Thresholds, reconcile
-    from streams.memory_state import KnownMemories
+def test_reconciliation_never_considers_another_users_memories(mongo: Any) -> None:
+    """The extraction stages' candidate lookup (`StageReadModel.current_memories`, by user, on
+    the read model) and `handlers.reconcile` itself, given every user's near-identical memories
+    at once."""
+    from projections.known_memories import StageReadModel
 
     rng = random.Random(17)
     embedder = BagOfWords()
-    table: dict[bytes, bytes | None] = {}
-    state = KnownMemories(table)
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    db = client[f"iso_{uuid.uuid4().hex[:10]}"]
+    ensure_indexes(db)
+    read_model = StageReadModel(db, "memories")
     users = [f"user-{n}" for n in range(40)]
+    try:
+        _reconcile_every_user(db, read_model, rng, embedder, users)
+    finally:
+        client.drop_database(db.name)
+        client.close()
+
+
+def _reconcile_every_user(
+    db: Any, read_model: Any, rng: random.Random, embedder: BagOfWords, users: list[str]
+) -> None:
+    from events.memories import Evidence
+    from handlers.reconcile import KnownMemory, NewMemory, Source, Thresholds, reconcile
+
     everyone: list[KnownMemory] = []
     owner: dict[str, str] = {}
     for user in users:
         agent = rng.choice([None, "agent-1"])
-        mine = {}
         for n in range(rng.randint(2, 6)):
             text = f"The user likes {rng.choice(WORDS[:3])}."  # the same few sentences for all
             memory_id = derived_id("iso", user, n)
-            mine[memory_id] = KnownMemory(
+            added = f.memory_added(
                 memory_id=memory_id,
-                version=1,
                 user_id=user,
                 agent_id=agent,
                 content=f.content(text=text),
                 embedding=tuple(embedder.embed([text])[0]),
-                embedding_model=embedder.model_name,
+                provenance=f.provenance(
+                    embedding_model=embedder.model_name, embedding_dimensions=len(WORDS)
+                ),
+            )
+            project(db, added)
+            everyone.append(
+                KnownMemory(
+                    memory_id=memory_id,
+                    version=1,
+                    user_id=user,
+                    agent_id=agent,
+                    content=added.content,
+                    embedding=added.embedding,
+                    embedding_model=embedder.model_name,
+                )
             )
             owner[memory_id] = user
-        state.store(user, {}, mine)
-        everyone.extend(mine.values())
     shown: list[tuple[str, list[str]]] = []
 
     for user in rng.sample(users, 20):
@@ -201,7 +225,9 @@ def test_reconciliation_never_considers_another_users_memories() -> None:
             texts = [f"The user likes {first}.", f"The user likes {first} and {second}."]
             # a near-duplicate (REINFORCE by rule) and a similar one (shown to the LLM)
             news = [NewMemory(f.content(text=t), tuple(embedder.embed([t])[0])) for t in texts]
-            for known in (state.stored(user).opened(agent).values(), everyone):
+            stored = read_model.current_memories(user, "semantic")
+            assert {m.user_id for m in stored} == {user}
+            for known in (stored, everyone):
                 result = asyncio.run(
                     reconcile(
                         "semantic",

@@ -1,5 +1,6 @@
 """`UserIndex.updated`: an index updated with changed memories ranks exactly as one rebuilt from
-the same memories (ids and all three scores, every mode, with filters)."""
+the same memories (ids and all three scores, every mode, with filters); vectors stored packed
+or as lists of doubles (an older database) index alike."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from handlers.search import Filters, SearchMode
 from memstream.search_index import UserIndex
+from projections.vectors import pack_vector, unpack_vector
 
 CREATED = datetime(2026, 11, 30, tzinfo=UTC)
 WORDS = ["the", "user", "tea", "coffee", "works", "at", "stripe", "lives", "porto", "john"]
@@ -25,12 +27,14 @@ FILTERS = [
 
 
 def memory(rng: random.Random, memory_id: str) -> dict[str, Any]:
-    """A current memory with random fields; embedded by model a (6-d), b (4-d) or not at all."""
+    """A current memory with random fields; embedded by model a (6-d), b (4-d) or not at all,
+    its vector stored packed or as a list of doubles (an older database)."""
     if rng.random() < 0.6:
         text = " ".join(rng.choices(WORDS, k=rng.randint(2, 8)))
     else:
         text = "".join(rng.choices("用户喜欢喝绿茶咖啡住在里斯本", k=rng.randint(2, 10)))
     model, dimension = rng.choice([("a", 6), ("a", 6), ("b", 4), ("", 0)])
+    vector = [round(rng.gauss(0, 1), 2) for _ in range(dimension)]
     return {
         "memory_id": memory_id,
         "version": rng.randint(1, 3),
@@ -42,7 +46,7 @@ def memory(rng: random.Random, memory_id: str) -> dict[str, Any]:
         "category": rng.choice([None, "food", f"c{rng.randrange(20)}"]),
         "text": text,
         "created_at": CREATED + timedelta(minutes=rng.randint(0, 9)),
-        "embedding": [round(rng.gauss(0, 1), 2) for _ in range(dimension)],
+        "embedding": pack_vector(vector) if rng.random() < 0.5 else vector,
         "embedding_model": model,
     }
 
@@ -107,3 +111,13 @@ def test_updating_with_nothing_changed_keeps_every_ranking() -> None:
     again = index.updated(2, set(), [])
     assert rankings(again, random.Random(1)) == rankings(index, random.Random(1))
     assert again.revision == 2
+
+
+def test_an_index_of_packed_vectors_ranks_exactly_as_one_of_the_same_vectors_as_lists() -> None:
+    rng = random.Random(9)
+    documents = [memory(rng, f"m{i:03d}") for i in range(120)]
+    as_lists = [dict(d, embedding=list(unpack_vector(d["embedding"]))) for d in documents]
+    packed = [dict(d, embedding=pack_vector(d["embedding"])) for d in as_lists]
+    expected = rankings(UserIndex.built(1, as_lists), random.Random(2))
+    assert rankings(UserIndex.built(1, packed), random.Random(2)) == expected
+    assert rankings(UserIndex.built(1, documents), random.Random(2)) == expected

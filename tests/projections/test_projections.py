@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from bson.binary import VECTOR_SUBTYPE, Binary
 from pymongo import MongoClient
 from pymongo.database import Database
 
@@ -26,6 +27,7 @@ from events import (
 )
 from events.codec import AnyEvent
 from projections import ensure_indexes, project
+from projections.vectors import unpack_vector
 
 pytestmark = pytest.mark.integration
 PROVENANCE = Provenance(
@@ -174,6 +176,19 @@ def test_versions_reinforcement_and_supersession(db: Db) -> None:
     snapshot = db["snapshots"].find_one({"_id": "snap-1"})
     assert snapshot["extractions"]["semantic"]["memory_ids"] == ["m1", "m2"]
     assert snapshot["turn_count"] == 1
+
+
+def test_a_memory_version_stores_its_vector_as_packed_float32s_and_its_event_the_floats(
+    db: Db,
+) -> None:
+    for event in history():
+        project(db, event)
+    stored = {m["_id"]: m["embedding"] for m in db["memories"].find()}
+    assert all(isinstance(v, Binary) and v.subtype == VECTOR_SUBTYPE for v in stored.values())
+    assert unpack_vector(stored["m1:v1"]) == (0.10000000149011612, 0.20000000298023224)
+    assert unpack_vector(stored["m2:v1"]) == ()  # added without a vector
+    logged = db["memory_events"].find_one({"_id": "e1"})
+    assert logged is not None and logged["event"]["embedding"] == [0.1, 0.2]
 
 
 def test_profile_describes_only_the_current_user(db: Db) -> None:
@@ -357,8 +372,10 @@ def test_a_memory_event_id_reused_for_other_content_is_a_collision(db: Db) -> No
         project(db, added.model_copy(update={"content": content("The user lives in Porto.")}))
 
 
-def test_a_bulk_replay_builds_the_same_read_model_as_live_projection(db: Db, mongo: Any) -> None:
-    from projections import BulkWrites, apply_event
+def test_a_replay_in_batches_builds_the_same_read_model_as_live_projection(
+    db: Db, mongo: Any
+) -> None:
+    from projections import project_batch
 
     snapshot = snapshot_of(turn_event("t1", "I work at Stripe."))
     events: list[AnyEvent] = [
@@ -375,43 +392,52 @@ def test_a_bulk_replay_builds_the_same_read_model_as_live_projection(db: Db, mon
     rebuilt = client[f"bulk_{uuid.uuid4().hex[:10]}"]
     try:
         ensure_indexes(rebuilt)
-        writes = BulkWrites(rebuilt, batch=3)  # small batches: ordering across batches too
         turns_first = sorted(events, key=lambda e: not isinstance(e, TurnRecorded))
-        for event in turns_first:
-            apply_event(writes, event)
-        writes.flush()
-        assert writes.collisions == []
+        for start in range(0, len(turns_first), 3):  # small batches: ordering across batches too
+            outcome = project_batch(rebuilt, [(e, None) for e in turns_first[start : start + 3]])
+            assert outcome.errors == [None] * len(outcome.errors)
         assert read_model(rebuilt) == read_model(db)
     finally:
         client.drop_database(rebuilt.name)
         client.close()
 
 
-def test_a_bulk_replay_reports_a_collision_and_goes_on(db: Db) -> None:
-    from projections import BulkWrites, apply_event
+def test_a_batch_dead_letters_a_collision_and_goes_on(db: Db) -> None:
+    from projections import IdCollision, project_batch
 
-    writes = BulkWrites(db)
-    for event in (turn_event("t1", "Lisbon."), turn_event("t1", "Porto."), turn_event("t2", "x")):
-        apply_event(writes, event)
-    writes.flush()
-    assert writes.collisions == ["turns 't1' already holds other content"]
+    batch = [turn_event("t1", "Lisbon."), turn_event("t1", "Porto."), turn_event("t2", "x")]
+    outcome = project_batch(db, [(event, None) for event in batch])
+    first, collided, last = outcome.errors
+    assert first is None and last is None
+    assert (
+        isinstance(collided, IdCollision)
+        and str(collided) == "turns 't1' already holds other content"
+    )
     assert db["turns"].count_documents({}) == 2
 
 
-def test_a_bulk_replay_inserts_once_over_a_document_an_upsert_created(db: Db) -> None:
-    from projections import BulkWrites
+def test_a_collision_half_way_through_a_result_keeps_its_earlier_writes_only(db: Db) -> None:
+    from projections import IdCollision, project_batch
 
-    writes = BulkWrites(db)
-    writes.update("turns", {"_id": "t1"}, {"$set": {"note": "first"}}, upsert=True)
-    writes.insert_once("turns", "t1", {"content": "x"}, "fp")  # the id exists: nothing inserted
-    writes.insert_once("turns", "t2", {"content": "y"}, "fp2")
-    writes.insert_once("turns", "t2", {"content": "y"}, "fp2")  # a redelivery
-    writes.flush()
-    assert writes.collisions == []
-    assert list(db["turns"].find({}, {"_id": 1, "note": 1, "content": 1}).sort("_id")) == [
-        {"_id": "t1", "note": "first"},
-        {"_id": "t2", "content": "y"},
-    ]
+    snapshot = snapshot_of(turn_event("t1", "I work at Stripe and I like tea."))
+    first = result_for(snapshot, "The user works at Stripe.")
+    taken = first.decisions[0]
+    clashing = result_for(snapshot, "The user likes tea.", "The user likes coffee.")
+    clashing = clashing.model_copy(
+        update={
+            "snapshot_id": "other",
+            "event_id": "x-other",
+            "decisions": (
+                clashing.decisions[0],
+                taken.model_copy(update={"content": content("Not what it said.")}),
+                clashing.decisions[1],
+            ),
+        }
+    )
+    outcome = project_batch(db, [(first, None), (clashing, None)])
+    assert outcome.errors[0] is None and isinstance(outcome.errors[1], IdCollision)
+    texts = {d["text"] for d in db["memories"].find()}
+    assert texts == {"The user works at Stripe.", "The user likes tea."}  # coffee never came
 
 
 def test_every_projected_memory_event_bumps_its_users_write_count(db: Db) -> None:

@@ -200,7 +200,7 @@ def test_the_log_holds_no_plaintext_content_and_forgotten_records_no_longer_open
         what="the open turn projected",
     )
     assert any("session-windows" in t for t in changelogs(pipeline))
-    assert any("extracted-seqs" in t for t in changelogs(pipeline))
+    assert any("extract-semantic-progress" in t for t in changelogs(pipeline))
     raw = b"".join(record.value for record in raw_log(pipeline, tables=True))
     assert b"AES-256-GCM" in raw
     for word in (b"Stripe", b"Lisbon", b"green tea", b"works at", b"lives in", b"chess"):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from projections.vectors import unpack_vector
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = [
@@ -66,5 +67,5 @@ def test_a_conversation_becomes_memories_with_the_local_models(
     assert any("peanut" in memory["text"].lower() for memory in memories), memories
     for memory in memories:
         assert memory["owner"] in ("user", "agent") and memory["subject"]
-        assert len(memory["embedding"]) == 384  # the local multilingual embedder
+        assert len(unpack_vector(memory["embedding"])) == 384  # the local multilingual embedder
     assert pipeline.db["dead_letters"].count_documents({}) == 0

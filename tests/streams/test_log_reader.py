@@ -51,3 +51,41 @@ def test_committed_offsets_wait_out_a_broker_that_is_not_up_yet(broker_flavour: 
             return await asyncio.wait_for(reading, 60)
 
     assert asyncio.run(scenario()) == {TP(topic, 0): None}
+
+
+def test_look_aheads_share_kept_consumers_and_read_each_partition_right(broker: Any) -> None:
+    """More look-aheads at once than consumers kept, on different partitions: each gets its
+    own partition's records, and the consumers are reused rather than started per read."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from streams import log_reader
+
+    topic = f"log-ahead-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[list[list[bytes | None]], int]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 3, 1)])
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        await producer.start()
+        try:
+            for partition in range(3):
+                for i in range(4):
+                    await producer.send_and_wait(
+                        topic, f"p{partition}-{i}".encode(), partition=partition
+                    )
+        finally:
+            await producer.stop()
+        reader = KafkaLogReader(broker.bootstrap_servers)
+        reads = [reader.read_ahead(TP(topic, n % 3), 1, 2) for n in range(9)]
+        found = await asyncio.gather(*reads)
+        kept = reader._kept
+        await reader.close()
+        return [[record.value for record in records] for records in found], kept
+
+    found, kept = asyncio.run(asyncio.wait_for(scenario(), 90))
+    assert found == [[f"p{n % 3}-1".encode(), f"p{n % 3}-2".encode()] for n in range(9)]
+    assert kept <= log_reader.AHEAD_CONSUMERS

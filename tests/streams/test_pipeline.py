@@ -16,6 +16,7 @@ from events.codec import decode
 from events.turns import TurnRecorded
 from handlers.sealed_events import opener
 from memstream.worker import stream_settings
+from projections.vectors import unpack_vector
 from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually
 
@@ -103,7 +104,7 @@ def test_two_sessions_promote_by_count_idle_and_flush(pipeline_factory: Any) -> 
     }
     assert extracted["a", 0]["memory_ids"] == [memory["memory_id"]]
     assert extracted["a", 1]["memory_ids"] == extracted["b", 0]["memory_ids"] == []
-    assert len(memory["embedding"]) == pipeline.llm.dims
+    assert len(unpack_vector(memory["embedding"])) == pipeline.llm.dims
     assert pipeline.db["memory_events"].count_documents({"memory_id": memory["memory_id"]}) == 1
     profile = pipeline.db["profiles"].find_one({"_id": "tim"})
     assert profile is not None

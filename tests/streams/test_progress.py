@@ -9,8 +9,8 @@ from typing import Any
 from faust.types import TP
 
 from streams.progress import (
+    FinishedPrefix,
     PartitionGuard,
-    admit,
     is_progress_key,
     progress_key,
     unapplied_commits,
@@ -20,22 +20,17 @@ from streams.records import InputRecord
 TURNS = TP("turns", 2)
 
 
-def test_the_next_offset_is_applied() -> None:
-    assert admit(4, 5) == "apply"
+@dataclass
+class Progress:
+    """A stage's stored progress (its table, in the stages), as a plain mapping."""
 
+    applied: dict[TP, int] = field(default_factory=dict)
 
-def test_a_fresh_partition_starts_at_offset_zero() -> None:
-    assert admit(None, 0) == "apply"
-    assert admit(None, 3) == "fill-gap"
+    async def last_applied(self, tp: TP) -> int | None:
+        return self.applied.get(tp)
 
-
-def test_a_redelivered_record_is_passed_over() -> None:
-    assert admit(4, 4) == "applied-already"
-    assert admit(4, 0) == "applied-already"
-
-
-def test_a_record_beyond_the_next_offset_reveals_a_gap() -> None:
-    assert admit(4, 7) == "fill-gap"
+    async def store(self, offsets: dict[TP, int]) -> None:
+        self.applied.update(offsets)
 
 
 def test_progress_keys_never_look_like_session_keys() -> None:
@@ -81,58 +76,111 @@ class Log:
         return records[: self.chunk]
 
 
-def deliver(guard: PartitionGuard, offsets: list[int]) -> list[int]:
-    """Offer the consumer's records in order; apply what the guard admits; return its offsets."""
+def record_at(offset: int) -> InputRecord:
+    return InputRecord(TURNS.topic, TURNS.partition, offset, b"ann|s1", b"{}")
+
+
+def deliver(guard: PartitionGuard, batches: list[list[int]]) -> list[int]:
+    """Offer the consumer's records in batches; apply what the guard admits and store the
+    progress after each batch, as a batch stage does; return the applied offsets."""
     applied: list[int] = []
 
-    async def apply(record: InputRecord) -> None:
-        applied.append(record.offset)
-
     async def offer() -> None:
-        for offset in offsets:
-            await guard.apply_in_order(event_at(offset), apply)
+        for batch in batches:
+            admitted = await guard.admitted([record_at(offset) for offset in batch])
+            applied.extend(record.offset for record in admitted)
+            if admitted:
+                await guard.progress.store({TURNS: admitted[-1].offset})
 
     asyncio.run(offer())
     return applied
 
 
 def test_records_the_consumer_skipped_are_read_from_the_log_first() -> None:
-    log, table = Log(), dict[bytes, bytes | None]()
-    guard = PartitionGuard(table, log, stage="window", topics=["turns"])
+    log, progress = Log(), Progress()
+    guard = PartitionGuard(progress, log, stage="window", topics=["turns"])
     # 2 and 3 were acknowledged by the consumer without reaching the stage; 1 is redelivered.
-    assert deliver(guard, [0, 1, 4, 5, 1]) == [0, 1, 2, 3, 4, 5]
+    assert deliver(guard, [[0, 1], [4], [5, 1]]) == [0, 1, 2, 3, 4, 5]
     assert log.reads == [(2, 4)]
-    assert table[progress_key(TURNS)] == b"5"
-    assert guard.last_applied(TURNS) == 5
+    assert progress.applied == {TURNS: 5}
+
+
+def test_a_redelivery_inside_one_batch_is_admitted_once() -> None:
+    guard = PartitionGuard(Progress(), Log(), stage="window", topics=["turns"])
+    assert deliver(guard, [[0, 1, 1, 2, 0]]) == [0, 1, 2]
 
 
 def test_a_hole_in_the_log_is_passed_over() -> None:
     log = Log(holes={3})  # a transaction marker, a compacted record
-    guard = PartitionGuard({}, log, stage="window", topics=["turns"])
-    assert deliver(guard, [0, 1, 2, 4]) == [0, 1, 2, 4]
+    guard = PartitionGuard(Progress(), log, stage="window", topics=["turns"])
+    assert deliver(guard, [[0, 1, 2], [4]]) == [0, 1, 2, 4]
     assert log.reads == [(3, 4)]
 
 
 def test_a_long_gap_is_read_in_chunks() -> None:
     log = Log(holes={6}, chunk=2)
-    guard = PartitionGuard({}, log, stage="projector", topics=["turns"])
-    assert deliver(guard, [0, 8]) == [0, 1, 2, 3, 4, 5, 7, 8]
+    guard = PartitionGuard(Progress(), log, stage="projector", topics=["turns"])
+    assert deliver(guard, [[0], [8]]) == [0, 1, 2, 3, 4, 5, 7, 8]
     assert log.reads == [(1, 8), (3, 8), (5, 8)]  # the last chunk, 5 and 7, closes the gap
 
 
 def test_progress_recovers_with_the_table() -> None:
     """After a restart the consumer may start past records that were never applied."""
     log = Log()
-    table: dict[bytes, bytes | None] = {progress_key(TURNS): b"6"}
-    guard = PartitionGuard(table, log, stage="window", topics=["turns"])
-    assert deliver(guard, [9, 10]) == [7, 8, 9, 10]
+    guard = PartitionGuard(Progress({TURNS: 6}), log, stage="window", topics=["turns"])
+    assert deliver(guard, [[9, 10]]) == [7, 8, 9, 10]
     assert log.reads == [(7, 9)]
 
 
 def test_a_partition_without_progress_is_read_from_its_start() -> None:
     log = Log()
-    guard = PartitionGuard({}, log, stage="projector", topics=["turns"])
-    assert deliver(guard, [2]) == [0, 1, 2]
+    guard = PartitionGuard(Progress(), log, stage="projector", topics=["turns"])
+    assert deliver(guard, [[2]]) == [0, 1, 2]
+
+
+def test_records_admitted_and_still_in_flight_are_not_admitted_again() -> None:
+    """A concurrent stage admits records before they finish: the stored progress is behind."""
+    progress = Progress()
+    guard = PartitionGuard(progress, Log(), stage="extract-semantic", topics=["turns"])
+
+    async def offer() -> list[int]:
+        first = await guard.admitted([record_at(0), record_at(1)])
+        again = await guard.admitted([record_at(1), record_at(2)])  # 0 and 1 still running
+        return [r.offset for r in [*first, *again]]
+
+    assert asyncio.run(offer()) == [0, 1, 2]
+    assert progress.applied == {}
+
+
+def test_after_a_rebalance_the_next_offset_comes_from_the_stored_progress() -> None:
+    progress = Progress()
+    guard = PartitionGuard(progress, Log(), stage="extract-semantic", topics=["turns"])
+
+    async def offer() -> list[int]:
+        await guard.admitted([record_at(0), record_at(1)])  # cancelled at the rebalance
+        guard.forget([TURNS])
+        return [r.offset for r in await guard.admitted([record_at(0), record_at(1)])]
+
+    assert asyncio.run(offer()) == [0, 1]
+
+
+def test_the_finished_prefix_grows_only_when_every_earlier_record_finished() -> None:
+    prefix = FinishedPrefix()
+    records = [record_at(offset) for offset in (3, 4, 5, 7)]
+    for record in records:
+        prefix.started(record)
+    assert prefix.finished(records[1]) is None  # 4 done, 3 still running
+    assert prefix.finished(records[3]) is None
+    assert prefix.finished(records[0]) == 4  # 3 and 4
+    assert prefix.finished(records[2]) == 7  # 5, then 7 (6 was never started: a hole)
+    assert prefix.in_flight(TURNS) == 0
+
+
+def test_a_record_of_a_revoked_partition_advances_nothing() -> None:
+    prefix = FinishedPrefix()
+    prefix.started(record_at(0))
+    prefix.forget([TURNS])
+    assert prefix.finished(record_at(0)) is None
 
 
 def test_input_record_from_a_faust_event() -> None:
@@ -197,9 +245,10 @@ def commits(offsets: dict[TP, int | None]) -> Any:
 
 
 def test_a_quiet_partition_committed_past_its_progress_is_read_again() -> None:
-    table: dict[bytes, bytes | None] = {progress_key(TURNS): b"4"}
     read = commits({TURNS: 6, TP("snapshots", 2): 9})
-    guard = PartitionGuard(table, Log(), stage="window", topics=["turns"], read_commits=read)
+    guard = PartitionGuard(
+        Progress({TURNS: 4}), Log(), stage="window", topics=["turns"], read_commits=read
+    )
     app = App(Consumer({TURNS, TP("snapshots", 2)}))
     asyncio.run(guard.reread_skipped(app))
     assert app.consumer.seeks == [{TURNS: 5}]
@@ -207,12 +256,15 @@ def test_a_quiet_partition_committed_past_its_progress_is_read_again() -> None:
 
 
 def test_nothing_is_read_again_while_rebalancing_or_when_up_to_date() -> None:
-    table: dict[bytes, bytes | None] = {progress_key(TURNS): b"4"}
     rebalancing = App(Consumer({TURNS}), rebalancing=True)
     up_to_date = App(Consumer({TURNS}))
     for app, offsets in ((rebalancing, {TURNS: 6}), (up_to_date, {TURNS: 5})):
         guard = PartitionGuard(
-            table, Log(), stage="window", topics=["turns"], read_commits=commits(offsets)
+            Progress({TURNS: 4}),
+            Log(),
+            stage="window",
+            topics=["turns"],
+            read_commits=commits(offsets),
         )
         asyncio.run(guard.reread_skipped(app))
     assert rebalancing.consumer.seeks == up_to_date.consumer.seeks == []

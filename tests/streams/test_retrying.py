@@ -104,3 +104,23 @@ def test_a_record_failing_otherwise_is_dead_lettered_with_the_reason() -> None:
     assert letter.event_type == "InputDeadLettered"
     assert letter.reason == "window failed: ValueError('no such field')"  # type: ignore[union-attr]
     assert (letter.source_topic, letter.source_offset) == ("t.turns", 7)  # type: ignore[union-attr]
+
+
+def test_a_rate_limited_call_waits_at_least_its_retry_after() -> None:
+    """HTTP 429 with `Retry-After: 0.3`: waited out (never dead-lettered), not sooner."""
+    import time
+
+    step = failing(LLMUnavailable("RateLimitError: 429", retry_after=0.3))
+    started = time.monotonic()
+    assert asyncio.run(retrying.through_outages(step, "test")) == "done"
+    assert time.monotonic() - started >= 0.3
+    assert len(step.calls) == 2
+
+
+def test_an_absurd_retry_after_is_capped() -> None:
+    from tenacity import RetryCallState
+
+    policy = retrying._BackoffOrRetryAfter()
+    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.set_exception((LLMUnavailable, LLMUnavailable("429", retry_after=1e9), None))
+    assert policy(state) == retrying.MAX_RETRY_AFTER_SECONDS

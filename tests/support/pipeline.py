@@ -27,6 +27,9 @@ TEST_WINDOW = {
     "MEMSTREAM_IDLE_CHECK_INTERVAL": "0.5",
 }
 TEST_EXTRACTION = {"MEMSTREAM_ENABLED_EXTRACTIONS": "semantic"}
+TEST_PARTITIONS = {"MEMSTREAM_PARTITIONS": "4"}
+"""Fewer partitions than the default (16): each costs every worker a start-up step per table
+and per stage; a test of many workers per stage asks for more."""
 """Pipeline tests script semantic answers; a test of another type enables it explicitly."""
 APACHE_ENVIRONMENT = {"MEMSTREAM_SESSION_TIMEOUT": "6", "MEMSTREAM_HEARTBEAT_INTERVAL": "1"}
 
@@ -60,6 +63,7 @@ class PipelineHarness:
             "MEMSTREAM_EMBEDDING_PROVIDER": "openai",
             "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
             **flavour_environment,
+            **TEST_PARTITIONS,
             **TEST_WINDOW,
             **TEST_EXTRACTION,
             **environment,

@@ -37,6 +37,8 @@ class Target:
     database: Any = None
     broker: Any = None
     extra_workers: list[StageProcess] = field(default_factory=list)
+    removed_workers: list[StageProcess] = field(default_factory=list)
+    """Later workers stopped for good (`remove_worker`); the run does not restart them."""
     retired: set[str] = field(default_factory=set)
     """Stages whose first worker was killed for good (a second worker carries them)."""
     log: list[dict[str, Any]] = field(default_factory=list)
@@ -48,6 +50,71 @@ class Target:
 
 
 Fault = Callable[[Target], None]
+
+
+def start_worker(target: Target, stage: str) -> StageProcess:
+    """Start one more worker of `stage` (its consumer group: the partitions are shared anew)."""
+    harness = target.harness
+    count = 1 + sum(1 for extra in target.extra_workers if extra.stage == stage)
+    extra = StageProcess(
+        stage,
+        harness.pipeline.processes[stage].environment,
+        harness.log_dir,
+        log_name=f"worker-{stage.replace(':', '-')}-{count + 1}.log",
+    )
+    extra.start()
+    target.extra_workers.append(extra)
+    _wait_ready(extra)
+    return extra
+
+
+def kill_any_worker() -> Fault:
+    """SIGKILL a random worker of a busy stage — the first or a later one — and start it again:
+    its partitions move to the others meanwhile, and back."""
+
+    def fault(target: Target) -> None:
+        workers = [target.harness.pipeline.processes[stage] for stage in BUSY_STAGES]
+        workers += [extra for extra in target.extra_workers if extra.running]
+        chosen = target.rng.choice(workers)
+        if chosen is target.harness.pipeline.processes[chosen.stage]:
+            target.retired.discard(chosen.stage)
+        chosen.kill()
+        chosen.start()
+        _wait_ready(chosen)
+        target.record("kill", stage=chosen.stage, worker=chosen.log_path.name)
+
+    return fault
+
+
+def add_worker(stage: str | None = None) -> Fault:
+    """Another worker joins a busy stage under load (a rebalance)."""
+
+    def fault(target: Target) -> None:
+        chosen = stage or target.rng.choice(BUSY_STAGES)
+        extra = start_worker(target, chosen)
+        target.record("rebalance", stage=chosen, added=extra.log_path.name)
+
+    return fault
+
+
+def remove_worker(stage: str | None = None) -> Fault:
+    """A later worker of a busy stage leaves for good under load (SIGTERM: it stops as an
+    operator scaling in would stop it; a rebalance)."""
+
+    def fault(target: Target) -> None:
+        running = [e for e in target.extra_workers if e.running and e.stage in BUSY_STAGES]
+        if stage is not None:
+            running = [e for e in running if e.stage == stage]
+        if not running:
+            target.record("rebalance", removed=None)
+            return
+        chosen = target.rng.choice(running)
+        target.extra_workers.remove(chosen)
+        target.removed_workers.append(chosen)
+        chosen.stop()
+        target.record("rebalance", stage=chosen.stage, removed=chosen.log_path.name)
+
+    return fault
 
 
 def kill_stage(stage: str | None = None) -> Fault:
@@ -111,15 +178,7 @@ def second_worker_then_kill(stage: str | None = None, overlap: float = 10.0) -> 
     def fault(target: Target) -> None:
         chosen = stage or target.rng.choice(BUSY_STAGES)
         harness = target.harness
-        extra = StageProcess(
-            chosen,
-            harness.pipeline.processes[chosen].environment,
-            harness.log_dir,
-            log_name=f"worker-{chosen.replace(':', '-')}-2.log",
-        )
-        extra.start()
-        target.extra_workers.append(extra)
-        _wait_ready(extra)
+        start_worker(target, chosen)
         time.sleep(overlap)
         target.retired.add(chosen)
         harness.pipeline.processes[chosen].kill()

@@ -26,7 +26,7 @@ from pymongo.errors import PyMongoError
 from events.codec import encode
 from events.snapshots import SnapshotExtracted
 from events.turns import SessionFlushRequested, TurnRecorded
-from tests.support.fault.faults import Fault, Target
+from tests.support.fault.faults import BUSY_STAGES, Fault, Target, start_worker
 from tests.support.fault.llm import WorkloadLLM
 from tests.support.fault.malformed import Malformed
 from tests.support.fault.oracle import Observed, Verdict, judge
@@ -126,7 +126,8 @@ class FaultRun:
             process.start()
         for extra in self.target.extra_workers:
             if not extra.running:
-                self.crashes.append(f"second {extra.stage} worker exited with {extra.returncode}")
+                name = extra.log_path.name
+                self.crashes.append(f"{extra.stage} worker {name} exited with {extra.returncode}")
                 extra.start()
 
     # -- production ---------------------------------------------------------------------------
@@ -307,9 +308,11 @@ def run_faults(
     settle_timeout: float,
     database: Any = None,
     own_broker: bool = False,
+    workers_per_stage: int = 1,
 ) -> Outcome:
     """Start a pipeline (fresh topics, groups and database) with a scripted LLM answering for
-    `workload`, play `faults` at seeded moments while producing, judge the end state."""
+    `workload` and `workers_per_stage` workers of each busy stage, play `faults` at seeded
+    moments while producing, judge the end state."""
     rng = random.Random(seed)
     with ScriptedLLM() as llm:
         answers = WorkloadLLM(workload)
@@ -327,6 +330,9 @@ def run_faults(
             harness, llm, answers, rng, database=database, broker=broker if own_broker else None
         )
         try:
+            for stage in BUSY_STAGES:
+                for _ in range(workers_per_stage - 1):
+                    start_worker(target, stage)
             schedule = spread(rng, faults, produce_seconds)
             return FaultRun(target, workload, malformed, produce_seconds).execute(
                 schedule, settle_timeout=settle_timeout
