@@ -39,6 +39,7 @@ SUITES: tuple[str, ...] = (
     "locomo",
     "sealing",
     "encryption",
+    "scale",
 )
 """Suite modules under ``bench.suites``, in the order they run and are reported."""
 
@@ -59,12 +60,16 @@ def run_suite(name: str, context: BenchContext) -> dict[str, Any]:
             "seconds": time.perf_counter() - started,
         }
     seconds = time.perf_counter() - started
+    context.results[name] = result
     print(f"   {name}: {len(result.figures)} figures in {seconds:.0f} s", file=sys.stderr)
-    return {
+    reported: dict[str, Any] = {
         "figures": [figure.to_json() for figure in result.figures],
         "raw": result.raw,
         "seconds": seconds,
     }
+    if result.errors:
+        reported["errors"] = result.errors
+    return reported
 
 
 def _shown(path: Path) -> str:
@@ -115,6 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--locomo", type=Path, default=None, help="path to locomo10.json (never committed)"
     )
+    parser.add_argument(
+        "--scale-history",
+        type=int,
+        default=None,
+        metavar="H",
+        help="the scale suite's restart figures compare histories of H and 10H "
+        "(default: 100 with --quick, 1000 otherwise)",
+    )
     args = parser.parse_args(argv)
 
     brokers: list[BrokerKind] = []
@@ -145,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         "local_model": local_model,
         "suites": {},
     }
-    options = {"local_model": local_model, "locomo": args.locomo}
+    options = {
+        "local_model": local_model,
+        "locomo": args.locomo,
+        "scale_history": args.scale_history,
+    }
     with bench_context(quick=args.quick, brokers=brokers, options=options) as context:
         for suite in chosen:
             report["suites"][suite] = run_suite(suite, context)
@@ -160,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.update_docs:
         BENCHMARKS_MD.write_text(splice_into(BENCHMARKS_MD.read_text(), table))
-    failed = [s for s, result in report["suites"].items() if "error" in result]
+    failed = [
+        s for s, result in report["suites"].items() if "error" in result or "errors" in result
+    ]
     if failed:
         print(f"failed suites: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

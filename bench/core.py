@@ -92,6 +92,9 @@ class Figure:
 class SuiteResult:
     figures: list[Figure]
     raw: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    """Parts of the suite that failed while others still gave their figures (the run then
+    fails too, and the report lists them)."""
 
 
 @dataclass
@@ -103,6 +106,9 @@ class BenchContext:
     brokers: tuple[BrokerKind, ...]
     workdir: Path
     options: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, SuiteResult] = field(default_factory=dict)
+    """The suites this run has finished so far, by name (a suite that reports another's figures,
+    like `scale`, takes them from here instead of measuring them twice)."""
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _servers: dict[str, LoopbackServer] = field(default_factory=dict)
 
@@ -136,6 +142,12 @@ class BenchContext:
             if isinstance(pid, int):
                 pids[name] = pid
         return pids
+
+    def suite_result(self, name: str, run: Callable[[BenchContext], SuiteResult]) -> SuiteResult:
+        """Suite `name`'s result from this run, running it (with `run`) if it has not run."""
+        if name not in self.results:
+            self.results[name] = run(self)
+        return self.results[name]
 
     def close(self) -> None:
         self._stack.close()

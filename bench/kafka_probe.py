@@ -48,13 +48,16 @@ class TopicTail:
     """Reads every partition of `topic` from the beginning, noting when each record arrived.
 
     `fetch_max_wait_ms` is small so that a record is seen within tens of milliseconds of the
-    broker having it (aiokafka's default waits up to 500 ms on an empty fetch).
+    broker having it (aiokafka's default waits up to 500 ms on an empty fetch). With
+    `from_end` it starts at the partitions' end offsets instead (on Tansu an end offset can be
+    short after a multi-record batch, so a few earlier records may still arrive).
     """
 
     bootstrap: str
     topic: str
     partitions: int
     fetch_max_wait_ms: int = 20
+    from_end: bool = False
     arrivals: list[Arrival] = field(default_factory=list)
     _consumer: AIOKafkaConsumer | None = None
     _task: asyncio.Task[None] | None = None
@@ -70,7 +73,10 @@ class TopicTail:
         await consumer.start()
         partitions = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+        if self.from_end:
+            await consumer.seek_to_end(*partitions)
+        else:
+            await consumer.seek_to_beginning(*partitions)
         self._consumer = consumer
         self._task = asyncio.create_task(self._read())
         return self

@@ -72,6 +72,7 @@ def _rows(report: dict[str, Any], failed: list[str]) -> list[str]:
         if "error" in result:
             failed.append(f"- `{suite}` failed: {result['error']}")
             continue
+        failed += [f"- `{suite}` failed in part: {error}" for error in result.get("errors", ())]
         for figure in result["figures"]:
             unit = figure["unit"]
             baseline = (

@@ -64,6 +64,18 @@ def test_markdown_has_a_row_per_figure_and_names_failed_suites() -> None:
     assert "`x.json`" in table
 
 
+def test_markdown_keeps_the_figures_of_a_suite_that_failed_in_part_and_names_the_part() -> None:
+    figure = Figure("scale", "tansu", "s", 2.0, 1.0, "same at 1k", Aim("<=", 1.3))
+    report = report_with([])
+    report["suites"]["scale"] = {
+        "figures": [figure.to_json()],
+        "errors": ["history on apache: TimeoutError: stuck"],
+    }
+    table = render_markdown(report, "x.json")
+    assert "| scale | tansu | 2.00 s |" in table
+    assert "- `scale` failed in part: history on apache: TimeoutError: stuck" in table
+
+
 def test_splice_replaces_only_the_marked_block() -> None:
     document = f"# Benchmarks\n\nintro\n\n{START}\nold table\n{END}\n\n## Ingest\nkept\n"
     spliced = splice_into(document, "new table\n")
