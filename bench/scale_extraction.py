@@ -3,7 +3,7 @@ workers per memory type against one (`python -m bench scale`, figures 1 and 2 of
 
 One pipeline per broker, as `memstream up` runs it (window, one stage per memory type, all four
 enabled, projector: `memstream.runtime.Pipeline`), on `PARTITIONS` partitions, every worker told
-`MEMSTREAM_LLM_MAX_IN_FLIGHT` (today's stages keep one call in flight whatever it says), against
+`MEMSTREAM_LLM_MAX_IN_FLIGHT` (each memory type's worker keeps that many calls in flight), against
 the stub LLM (`bench.stub_llm`: every answer after exactly 1 s, any number at once). A *round*:
 
 1. N users each record one short session through the SDK (`bench.scale_workload.conversation`:
