@@ -110,10 +110,9 @@ class Stalled(TimeoutError):
 def stalled(samples: Sequence[Sample], seconds: float) -> bool:
     """The last samples show the same lag (above zero) and the same input for `seconds`: the
     stage applies nothing although records wait (a worker commits every 2.8 s while it works).
-    Seen on today's stages after a restart: records at the quiet end of a partition that Faust
-    fetched but never handed to the agent, applied only when the partition gets another record
-    (`streams.progress` fills such gaps when a later record arrives, and re-reads when the
-    group committed beyond them; a tail left behind a commit is neither)."""
+    Seen after restarts before `streams.progress` re-read quiet tails: records at the quiet end
+    of a partition that Faust fetched but never handed to the agent, applied only when the
+    partition got another record. Kept so that a stall is reported, never waited on forever."""
     if not samples or samples[-1].lag == 0:
         return False
     last = samples[-1]
