@@ -29,9 +29,9 @@ Each figure is a ratio against a baseline measured in the same run:
 Figures 1 to 3 run on every broker chosen; the quick (CI) profile runs them on the first broker of
 `--brokers` only (figure 5 comes from the window and projection suites, on every broker). A
 round or a restart that never finishes (records left unapplied at the quiet end of a partition
-were seen before `streams.progress` re-read such tails: `bench.scale_stages.stalled`) is counted with its timeout and its figure's
-note says STALLED; a part that fails outright is listed in the suite's `errors` while the other
-parts keep their figures.
+were seen before `streams.progress` re-read such tails: `bench.scale_stages.stalled`) is
+counted with its timeout and its figure's note says STALLED; a part that fails outright is
+listed in the suite's `errors` while the other parts keep their figures.
 """
 
 from __future__ import annotations
