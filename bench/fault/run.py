@@ -32,11 +32,19 @@ from tests.support.fault.workload import generate
 RESULTS = Path(__file__).parent / "results"
 
 
-def schedule(rng: random.Random, kills: int, *, broker_restart: bool) -> list[faults.Fault]:
+def schedule(
+    rng: random.Random, kills: int, *, broker_restart: bool, workers_per_stage: int = 1
+) -> list[faults.Fault]:
     """`kills` SIGKILLs (random stages, two at the extraction fault point, two at the
     projector's, one of a worker whose stage has a second one), the database and (durable
-    broker) the broker restarted, the LLM failing, refusing, slow and garbling; seeded order."""
-    chosen: list[faults.Fault] = [faults.kill_stage() for _ in range(kills - 5)]
+    broker) the broker restarted, the LLM failing, refusing, slow and garbling; seeded order.
+    With several workers per stage, the random kills hit any worker, and a worker is added to
+    a memory type's stage and one removed (rebalances under load)."""
+    if workers_per_stage > 1:
+        chosen: list[faults.Fault] = [faults.kill_any_worker() for _ in range(kills - 5)]
+        chosen += [faults.add_worker("extract:semantic"), faults.remove_worker()]
+    else:
+        chosen = [faults.kill_stage() for _ in range(kills - 5)]
     chosen += [faults.kill_after_result_sent(), faults.kill_after_result_sent()]
     chosen += [faults.kill_after_projecting_a_result(), faults.kill_after_projecting_a_result()]
     chosen += [
@@ -65,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--produce-seconds", type=float, default=600.0)
     parser.add_argument("--settle-timeout", type=float, default=1200.0)
     parser.add_argument(
+        "--workers-per-stage",
+        type=int,
+        default=1,
+        help="workers of each busy stage (2: kills of any worker, one added, one removed)",
+    )
+    parser.add_argument(
         "--keep-logs",
         type=Path,
         default=None,
@@ -78,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     malformed = bad.generate(args.seed, args.malformed)
     rng = random.Random(args.seed)
-    chosen = schedule(rng, args.kills, broker_restart=args.broker == "apache")
+    chosen = schedule(
+        rng,
+        args.kills,
+        broker_restart=args.broker == "apache",
+        workers_per_stage=args.workers_per_stage,
+    )
     started = time.monotonic()
     with contextlib.ExitStack() as scratch:
         if args.keep_logs is None:
@@ -105,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
                 settle_timeout=args.settle_timeout,
                 database=database,
                 own_broker=args.broker == "apache",
+                workers_per_stage=args.workers_per_stage,
             )
     result = {
         "name": args.name,
         "broker": args.broker,
         "seed": args.seed,
         "users": args.users,
+        "workers_per_stage": args.workers_per_stage,
         "sessions": len(workload.sessions),
         "turns": workload.turn_count,
         "malformed_inputs_tried": len(malformed),
