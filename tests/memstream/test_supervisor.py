@@ -240,7 +240,12 @@ def test_stopping_kills_the_workers_that_ignore_sigterm_at_one_shared_deadline(
     tmp_path: Path,
 ) -> None:
     stages = ["a", "b", "c", "d"]
-    commands = {stage: [sys.executable, "-c", STUBBORN, READY_MARKER, stage] for stage in stages}
+    # SIGTERM ignored from the first instruction on (an ignored signal survives exec): on a
+    # loaded machine a worker could otherwise die of it before its own handler is installed.
+    ignoring = ["sh", "-c", 'trap "" TERM; exec "$0" "$@"']
+    commands = {
+        stage: [*ignoring, sys.executable, "-c", STUBBORN, READY_MARKER, stage] for stage in stages
+    }
     pipeline = Pipeline(stages, {}, tmp_path / "logs", commands=commands).start()
     started = time.monotonic()
     pipeline.stop(timeout=3.0)
