@@ -281,7 +281,11 @@ class PartitionGuard:
         if self._working or not assigned:
             self._waiting.clear()
             return
-        ends = await app.consumer.highwaters(*assigned)
+        try:
+            ends = await app.consumer.highwaters(*assigned)
+        except Exception:  # a broker outage must not crash the timer: the next check tries again
+            log.warning("%s: reading end offsets failed; tails checked later", self._stage)
+            return
         waiting: dict[TP, int] = {}
         for tp in assigned:
             expected = self._next.get(tp, next_offset(applied.get(tp)))

@@ -304,3 +304,17 @@ def test_a_quiet_end_is_not_judged_while_the_stage_applies_or_after_it_admitted_
     asyncio.run(guard.reread_skipped(app))
     asyncio.run(guard.reread_skipped(app))
     assert app.consumer.seeks == [{TURNS: 6}]  # up to the end: nothing waits
+
+
+def test_a_failed_end_offset_read_skips_the_quiet_tail_check_without_raising() -> None:
+    class Unreachable(Consumer):
+        async def highwaters(self, *partitions: TP) -> dict[TP, int]:
+            raise ConnectionError("broker down")
+
+    guard = PartitionGuard(
+        Progress({TURNS: 4}), Log(), stage="window", topics=["turns"], read_commits=commits({})
+    )
+    app = App(Unreachable({TURNS}))
+    asyncio.run(guard.reread_skipped(app))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.seeks == []
