@@ -48,6 +48,10 @@ Decisions this module makes:
    sessions comes after every result it wrote for them, so it erases the stubs, uncounted:
    the snapshot was counted where it was erased. Stubs projected before results named their
    user and session are not found.
+8. A stage's fact touches only its own type's memories, evidence and log. The stages answer a
+   request independently, and a stage finds the memories a session made through their
+   evidence: had the first fact projected pulled every type's evidence of the session, a
+   slower stage would then find nothing of it and keep the memories.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from events.forgetting import (
     SessionsForgotten,
     UserForgotten,
 )
+from events.memories import MemoryType
 from handlers.key_erasure import KeysToDestroy
 from projections.memories import count_changes, version_id
 from projections.store import (
@@ -152,9 +157,10 @@ def _erase_memories(db: Writes, fact: MemoriesForgotten) -> None:
     user_id, memory_ids = fact.user_id, list(dict.fromkeys(fact.memory_ids))
     erased = set(memory_ids)
     _unset_profile_fields(db, user_id, "memory_id", erased)
-    unlinked = _unlink_reinforcements(db, user_id, list(fact.session_ids), erased)
+    sessions = list(fact.session_ids)
+    unlinked = _unlink_reinforcements(db, fact.memory_type, user_id, sessions, erased)
     count_changes(db, user_id, unlinked)  # before their log goes: a redelivery finds no more
-    _erase_memory_log(db, user_id, memory_ids, list(fact.session_ids))
+    _erase_memory_log(db, fact.memory_type, user_id, memory_ids, sessions)
     _erase_result_stubs(db, user_id, list(fact.session_ids))
     saves = _erase_saves(db, fact, memory_ids)
     mine = {"user_id": user_id, "memory_id": {"$in": memory_ids}}
@@ -176,16 +182,24 @@ def _erase_memories(db: Writes, fact: MemoriesForgotten) -> None:
 
 
 def _unlink_reinforcements(
-    db: Writes, user_id: str, sessions: list[str], erased: Collection[str]
+    db: Writes,
+    memory_type: MemoryType,
+    user_id: str,
+    sessions: list[str],
+    erased: Collection[str],
 ) -> list[str]:
-    """Take the forgotten sessions' reinforcements off the memories that stay; the ids of the
-    memories that lost one. Read from `memory_events`, so before those are erased."""
+    """Take the forgotten sessions' reinforcements off the fact's type's memories that stay; the
+    ids of the memories that lost one. Read from `memory_events`, so before those are erased.
+
+    Only the fact's own type (decision 8): another type's stage may not have read the request
+    yet, and it finds a memory's sessions through that evidence."""
     if not sessions:
         return []
     logged = db.ids(
         MEMORY_EVENTS,
         {
             "user_id": user_id,
+            "memory_type": memory_type,
             "event_type": "MemoryReinforced",
             "event.evidence.session_id": {"$in": sessions},
         },
@@ -210,19 +224,26 @@ def _unlink_reinforcements(
     # Evidence no logged event accounts for (none is expected) goes too, without a count.
     db.update(
         MEMORIES,
-        {"user_id": user_id, "evidence.session_id": {"$in": sessions}},
+        {"user_id": user_id, "memory_type": memory_type, "evidence.session_id": {"$in": sessions}},
         {"$pull": {"evidence": {"session_id": {"$in": sessions}}}},
         many=True,
     )
     return list(dict.fromkeys(unlinked))
 
 
-def _erase_memory_log(db: Writes, user_id: str, memory_ids: list[str], sessions: list[str]) -> None:
+def _erase_memory_log(
+    db: Writes, memory_type: MemoryType, user_id: str, memory_ids: list[str], sessions: list[str]
+) -> None:
     if memory_ids:
         db.delete(MEMORY_EVENTS, {"user_id": user_id, "memory_id": {"$in": memory_ids}})
     if sessions:
         db.delete(
-            MEMORY_EVENTS, {"user_id": user_id, "event.evidence.session_id": {"$in": sessions}}
+            MEMORY_EVENTS,
+            {
+                "user_id": user_id,
+                "memory_type": memory_type,
+                "event.evidence.session_id": {"$in": sessions},
+            },
         )
 
 

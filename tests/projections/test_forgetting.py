@@ -436,6 +436,25 @@ def test_forgetting_a_session_erases_its_turns_snapshots_and_memories_and_nothin
     assert sorted(profile["fields"]) == ["drink", "location", "name"]  # the employer came from s2
 
 
+def test_another_types_fact_for_the_session_leaves_this_types_evidence_and_log(
+    db: Db, projected: Projector
+) -> None:
+    """The episodic stage's fact for s2 may be projected before the semantic stage reads the
+    request; the semantic memories must still show s2 then, or that stage would find nothing of
+    s2 to forget."""
+    projected(world())
+    before = read_model(db)
+    fact = sessions_forgotten("forget-s2", "session", ["s2"], TIM_S2)
+    episodic = memories_forgotten(
+        "forget-s2", "session", fact.event_id, [], ["s2"], memory_type="episodic"
+    )
+    projected([(episodic, 0)])
+    after = read_model(db)
+
+    assert after["memories"] == before["memories"]
+    assert after["memory_events"] == before["memory_events"]
+
+
 def test_forgetting_a_user_leaves_nothing_of_them_and_everything_of_others(
     db: Db, projected: Projector
 ) -> None:
