@@ -216,9 +216,30 @@ async def restarted(
     )
 
 
-def seen_on(tail: TopicTail, done: Callable[[list[Arrival]], bool], what: str) -> Any:
-    """`caught_up` for `restarted`: when `done(arrivals)` first held."""
-    return partial(tail.wait_until, done, timeout=CATCH_UP_TIMEOUT, what=what)
+async def restarted_watching(
+    worker: Worker,
+    settings: Settings,
+    topic: str,
+    write_fresh: Callable[[], Awaitable[None]],
+    done: Callable[[list[Arrival]], bool],
+    what: str,
+    *,
+    history: int,
+    fresh: int,
+    records: int,
+) -> Restart:
+    """`restarted`, caught up when `done(arrivals)` first holds for what arrives on `topic`
+    after the restart began."""
+    kafka = settings.kafka
+    tail = TopicTail(kafka.bootstrap_servers or "", topic, kafka.partitions, from_end=True)
+    await tail.start()
+    try:
+        caught_up = partial(tail.wait_until, done, timeout=CATCH_UP_TIMEOUT, what=what)
+        return await restarted(
+            worker, write_fresh, caught_up, history=history, fresh=fresh, records=records
+        )
+    finally:
+        await tail.stop()
 
 
 def print_restart(kind: str, restart: Restart) -> None:
@@ -326,19 +347,15 @@ def window_history(
 async def window_restart(
     worker: Worker, settings: Settings, size: int, salt: str, drained: dict[str, Any]
 ) -> Restart:
-    kafka = settings.kafka
-    tail = await TopicTail(
-        kafka.bootstrap_servers or "", kafka.topics.snapshots, kafka.partitions, from_end=True
-    ).start()
-    try:
-        sessions = fresh_sessions(salt)
-        return await restarted(
-            worker,
-            partial(record_sessions, settings, sessions),
-            seen_on(tail, SnapshotsOf(sessions), "the window's fresh snapshots"),
-            history=size,
-            fresh=len(sessions),
-            records=int(drained["records"]),
-        )
-    finally:
-        await tail.stop()
+    sessions = fresh_sessions(salt)
+    return await restarted_watching(
+        worker,
+        settings,
+        settings.kafka.topics.snapshots,
+        partial(record_sessions, settings, sessions),
+        SnapshotsOf(sessions),
+        "the window's fresh snapshots",
+        history=size,
+        fresh=len(sessions),
+        records=int(drained["records"]),
+    )

@@ -32,7 +32,7 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from bench.kafka_probe import TopicTail, wait_ready
+from bench.kafka_probe import wait_ready
 from bench.projection_workload import generate
 from bench.scale_history import (
     CATCH_UP_TIMEOUT,
@@ -44,7 +44,7 @@ from bench.scale_history import (
     drain_history,
     print_restart,
     restarted,
-    seen_on,
+    restarted_watching,
 )
 from bench.scale_stages import ResultWatch, prepare_database, scale_environment
 from bench.scale_workload import (
@@ -181,25 +181,19 @@ def extraction_restart(
         for n in chosen
     ]
     watch = ResultWatch(frozenset(item.snapshot.user_id for item in fresh), ("semantic",))
-    kafka = settings.kafka
-
-    async def measure() -> Restart:
-        tail = await TopicTail(
-            kafka.bootstrap_servers or "", kafka.topics.memories, kafka.partitions, from_end=True
-        ).start()
-        try:
-            return await restarted(
-                worker,
-                partial(write_snapshots, settings, fresh),
-                seen_on(tail, watch, "the extraction stage's fresh results"),
-                history=size,
-                fresh=len(fresh),
-                records=int(drained["extract:semantic"]["records"]),
-            )
-        finally:
-            await tail.stop()
-
-    return asyncio.run(measure())
+    return asyncio.run(
+        restarted_watching(
+            worker,
+            settings,
+            settings.kafka.topics.memories,
+            partial(write_snapshots, settings, fresh),
+            watch,
+            "the extraction stage's fresh results",
+            history=size,
+            fresh=len(fresh),
+            records=int(drained["extract:semantic"]["records"]),
+        )
+    )
 
 
 def projector_restart(
