@@ -4,7 +4,7 @@ into the topics with the real event models and codec.
 * **Live sessions** (`conversation`): four turns that every memory type finds worth asking
   about (the user speaks of themselves: episodic; gives a standing instruction: procedural), the
   first carrying the session's token (`bench.timed_llm.TOKEN`) that the stub LLM's semantic
-  facts are about (`bench.stub_llm.fact_statement`).
+  facts are about (`bench.timed_llm.fact_statement`).
 * **Closed sessions** (`closed_session`): one turn recorded `HISTORY_AGE` ago and its flush, as
   a session an application ended long ago leaves them in the turns topic; the window promotes
   it and (today) keeps its entry for ever.

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.timed_llm import TOKEN
+from bench.timed_llm import TOKEN, locker_facts
 from memstream.servers import LoopbackServer
 from tests.support.extraction_requests import EMPTY_ANSWERS, OPENINGS
 
@@ -76,14 +76,6 @@ def session_token(body: Body) -> str | None:
     return found.group(0) if found else None
 
 
-def fact_statement(token: str, index: int) -> str:
-    """The `index`-th fact about a session: resting on its first turn ("My locker code is …"),
-    different from every other fact (the extractor keeps one fact per distinct text)."""
-    if index == 0:
-        return f"The user's locker code is {token}."
-    return f"The user's locker number {index} has the code {token}."
-
-
 def chat_answer(body: Body, facts: int) -> dict[str, Any]:
     """The JSON answer to a chat request (see the module doc)."""
     asked = asked_about(body)
@@ -96,20 +88,7 @@ def chat_answer(body: Body, facts: int) -> dict[str, Any]:
             "reason": "new information",
         }
     if asked == "semantic":
-        token = session_token(body)
-        if token is None:
-            return {"facts": []}
-        return {
-            "facts": [
-                {
-                    "subject": "the user",
-                    "statement": fact_statement(token, index),
-                    "owner": "user",
-                    "category": "personal",
-                }
-                for index in range(facts)
-            ]
-        }
+        return locker_facts(session_token(body), facts)
     if asked in EMPTY_ANSWERS:
         return dict(EMPTY_ANSWERS[asked])
     return {}

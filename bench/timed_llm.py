@@ -47,22 +47,36 @@ def token_in(body: Mapping[str, Any]) -> str | None:
     return found.group(0) if found else None
 
 
-def fact_answer(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The scripted semantic extraction answer: one fact carrying the session's token (none
-    for a request without one)."""
-    token = token_in(body)
+def fact_statement(token: str, index: int) -> str:
+    """The `index`-th fact about a session: resting on its first turn ("My locker code is …"),
+    different from every other fact (the extractor keeps one fact per distinct text)."""
+    if index == 0:
+        return f"The user's locker code is {token}."
+    return f"The user's locker number {index} has the code {token}."
+
+
+def locker_facts(token: str | None, count: int = 1) -> dict[str, Any]:
+    """A semantic extraction answer: `count` facts about the session `token` marks (none
+    without a token)."""
     if token is None:
         return {"facts": []}
     return {
         "facts": [
             {
                 "subject": "the user",
-                "statement": f"The user's locker code is {token}.",
+                "statement": fact_statement(token, index),
                 "owner": "user",
                 "category": "personal",
             }
+            for index in range(count)
         ]
     }
+
+
+def fact_answer(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The scripted semantic extraction answer: one fact carrying the session's token (none
+    for a request without one)."""
+    return locker_facts(token_in(body))
 
 
 def read_timings(path: Path) -> list[dict[str, Any]]:
