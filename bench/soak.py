@@ -27,8 +27,9 @@ Writes the RSS time series, each process's figures (start, after warm-up, end, p
 calls over time and the checks to `--out` (rewritten while it runs, so an interrupted run
 leaves its samples); exits 1 if a check failed. How long it takes depends on the machine: on 2
 cores at load average 10-20 a warm call took about a minute (106 calls in 95 min,
-bench/results/soak-2026-12-01.json), so 300 calls would take about 5 hours there; bound a run
-with `--max-seconds`, and the report says whether the target was reached.
+bench/results/soak-2026-12-01.json), so 300 calls would take about 5 hours there; with nothing
+else running a call took about 8 s (304 calls in 41 min, bench/results/soak-2026-12-02.json).
+Bound a run with `--max-seconds`, and the report says whether the target was reached.
 """
 
 from __future__ import annotations
