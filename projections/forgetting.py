@@ -161,7 +161,7 @@ def _erase_memories(db: Writes, fact: MemoriesForgotten) -> None:
     unlinked = _unlink_reinforcements(db, fact.memory_type, user_id, sessions, erased)
     count_changes(db, user_id, unlinked)  # before their log goes: a redelivery finds no more
     _erase_memory_log(db, fact.memory_type, user_id, memory_ids, sessions)
-    _erase_result_stubs(db, user_id, list(fact.session_ids))
+    _erase_result_stubs(db, user_id, sessions)
     saves = _erase_saves(db, fact, memory_ids)
     mine = {"user_id": user_id, "memory_id": {"$in": memory_ids}}
     versions = db.ids(MEMORIES, mine, "memory_id") if memory_ids else []
