@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from handlers.cross_lingual import LANGUAGES, corrected_array, language_of, same_language_bias
 from handlers.search import (
     FilterColumns,
     Filters,
@@ -100,6 +101,9 @@ class UserIndex:
     columns: FilterColumns
     tie_order: Positions
     """Rank of each position's memory id among the ids: equal scores rank by id."""
+    languages: NDArray[np.int8]
+    """Each position's text's language (`handlers.cross_lingual.language_of`), as its position
+    in `handlers.cross_lingual.LANGUAGES`."""
 
     @classmethod
     def built(cls, revision: Revision, documents: Sequence[Mapping[str, Any]]) -> UserIndex:
@@ -126,6 +130,7 @@ class UserIndex:
             KeywordIndex.built([str(document.get("text") or "") for document in kept]),
             FilterColumns.built(kept),
             _tie_order(kept),
+            _languages(kept),
         )
 
     def updated(
@@ -168,6 +173,7 @@ class UserIndex:
             self.keywords.merged(kept, added.keywords),
             self.columns.merged(kept, added.columns),
             _tie_order(documents_now),
+            np.concatenate([self.languages[kept], added.languages]),
         )
 
     def vector_scores(self, query: Sequence[float], model: str) -> tuple[Floats, Mask]:
@@ -190,6 +196,18 @@ class UserIndex:
         present[positions] = True
         return scores, present
 
+    def language_corrected(
+        self, similarity: Floats, with_vector: Mask, query: str, model: str
+    ) -> Floats:
+        """`similarity` with `model`'s bias for the query's language taken off the candidates
+        (`with_vector`) written in it (`handlers.cross_lingual`)."""
+        language = language_of(query)
+        bias = same_language_bias(model, language)
+        if not bias:
+            return similarity
+        same = self.languages == LANGUAGES.index(language)
+        return corrected_array(similarity, with_vector, same, bias)
+
     def search(
         self,
         query: str,
@@ -201,11 +219,13 @@ class UserIndex:
         filters: Filters,
     ) -> list[Hit]:
         """The `limit` best memories passing `filters` (`handlers.search.combine`, computed by
-        `handlers.search.ranked`)."""
+        `handlers.search.ranked`), ranked by the similarities with the shared language's bias
+        taken off (`handlers.cross_lingual`); each hit's `vector_score` is the plain cosine."""
         chosen = self.columns.mask(filters)
         similarity, present = self.vector_scores(vector, model)
         with_vector = chosen & present
         keyword = self.keywords.scores(query, chosen)
+        corrected = self.language_corrected(similarity, with_vector, query, model)
         return [
             Hit(
                 position,
@@ -214,9 +234,17 @@ class UserIndex:
                 float(keyword[position]),
             )
             for position, score in ranked(
-                mode, similarity, with_vector, keyword, chosen, self.tie_order, limit
+                mode, corrected, with_vector, keyword, chosen, self.tie_order, limit
             )
         ]
+
+
+def _languages(documents: Sequence[Mapping[str, Any]]) -> NDArray[np.int8]:
+    """Each document's text's language, by its position in `LANGUAGES`."""
+    code = {language: number for number, language in enumerate(LANGUAGES)}
+    return np.asarray(
+        [code[language_of(str(d.get("text") or ""))] for d in documents], dtype=np.int8
+    )
 
 
 def _tie_order(documents: Sequence[Mapping[str, Any]]) -> Positions:

@@ -1,11 +1,12 @@
 """Search quality on the labelled set: every query ranked by every ranker, scored by group.
 
 A *ranker* is a named way to rank: the SDK's three modes (`ReadModel.search`), and comparisons
-computed by the definitions (`reference.reference_search`): hybrid by reciprocal rank fusion,
-hybrid with other vector weights. Each query is ranked over *all* of its user's current memories
-(`limit` = the size of the store), so MRR sees the full ranking; recall@1 and recall@5 only look
-at the top. The ranking latency is the time of one call (index in memory, so no database time),
-the query-embedding latency that of one `embed([query])` call.
+computed by the definitions (`reference.reference_search`): vector and hybrid without the
+correction for a shared language (`handlers.cross_lingual`; the SDK before it), hybrid by
+reciprocal rank fusion, hybrid with other vector weights. Each query is ranked over *all* of
+its user's current memories (`limit` = the size of the store), so MRR sees the full ranking;
+recall@1 and recall@5 only look at the top. The ranking latency is the time of one call (index
+in memory, so no database time), the query-embedding latency that of one `embed([query])` call.
 
 Groups: all queries; by query language (en, zh); cross-lingual (no answer in the query's
 language) and same-language; by memory type of the answers (a query whose answers have two types
@@ -25,12 +26,19 @@ from bench.search_eval.pipeline import InMemoryReadModel, query_vector, ranked_i
 from bench.search_eval.reference import reference_search
 from bench.search_eval.scoring import Scores, first_rank, percentile, scores
 from handlers.ports import Embedder
+from handlers.rendering import Language
 from handlers.search import VECTOR_WEIGHT, Fusion, SearchMode
 from memstream.search_index import UserIndex
 
 MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
 RRF = "hybrid (RRF)"
-"""The previous default, ranked by the definitions with `fusion="rrf"`."""
+"""The default before relative score fusion, ranked by the definitions with `fusion="rrf"` and,
+as it was then, no language correction."""
+UNCORRECTED: dict[str, SearchMode] = {
+    "vector, no language correction": "vector",
+    "hybrid, no language correction": "hybrid",
+}
+"""The SDK before `handlers.cross_lingual`: ranked by the definitions with no language bias."""
 
 Searcher = Callable[[str, str, Sequence[float], int], Awaitable[list[str]]]
 """(user_id, query, query vector, limit) → ranked memory ids."""
@@ -139,10 +147,13 @@ def reference_searcher(
     indexes: dict[str, UserIndex],
     model_name: str,
     *,
+    mode: SearchMode = "hybrid",
     fusion: Fusion = "relative",
     weight: float = VECTOR_WEIGHT,
+    language_bias: Mapping[Language, float] | None = None,
 ) -> Searcher:
-    """Hybrid ranking by the definitions, with another fusion or weight."""
+    """Ranking by the definitions (hybrid unless `mode` says otherwise), with another fusion,
+    weight or language bias (`{}`: none)."""
 
     async def search(user_id: str, query: str, vector: Sequence[float], limit: int) -> list[str]:
         found = reference_search(
@@ -150,10 +161,11 @@ def reference_searcher(
             query,
             vector,
             model_name,
-            mode="hybrid",
+            mode=mode,
             limit=limit,
             fusion=fusion,
             weight=weight,
+            language_bias=language_bias,
         )
         return [result.memory_id for result in found]
 

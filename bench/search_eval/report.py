@@ -17,6 +17,23 @@ def render(document: Mapping[str, Any]) -> str:
         latency_lines(document["quality"]),
         equality_line(document["quality"]["equal_to_reference"]),
     ]
+    if document.get("language_bias"):
+        bias = document["language_bias"]
+        sections += [
+            "## Language bias",
+            calibration_lines(bias),
+            "### Held-out check of the bias",
+            bias_held_out_table(bias["held_out"]),
+            "### The bias scaled",
+            bias_scaled_table(bias["scaled"]),
+        ]
+    if document.get("alternatives"):
+        sections += [
+            "## Alternatives",
+            alternatives_table(document["alternatives"]["rankers"]),
+            "### Small language groups (vector mode)",
+            small_groups_table(document["alternatives"]["small_language_groups"]),
+        ]
     if document.get("weights"):
         sections += [
             "## Vector weight",
@@ -160,3 +177,100 @@ def ratio_line(ratio: Mapping[str, Any]) -> str:
         return ""
     by_search = ", ".join(f"{name} {value:.0f}x" for name, value in ratio["by_search"].items())
     return f"p95({ratio['largest']:,}) / p95({ratio['smallest']:,}): {by_search} (target ≤ 2x)"
+
+
+def calibration_lines(bias: Mapping[str, Any]) -> str:
+    found = bias["calibrated"]
+    pooled = ", ".join(
+        f"{language} {value:.4f} ({found['memories'][language]} memories)"
+        for language, value in found["bias"].items()
+    )
+    product = ", ".join(f"{language} {value:g}" for language, value in bias["product"].items())
+    rows = [
+        [user, *(f"{by_language.get(lg, {}).get('bias', float('nan')):.4f}" for lg in ("en", "zh"))]
+        for user, by_language in found["per_user"].items()
+        if by_language
+    ]
+    return (
+        f"calibrated on every user's memories: {pooled}; the product's figures: {product}\n\n"
+        + markdown_table(["memories of", "bias en", "bias zh"], rows)
+    )
+
+
+def bias_held_out_table(splits: list[Mapping[str, Any]]) -> str:
+    compared = list(splits[0]["test_scores"])
+    header = ["calibrated on", "tested on", "bias en", "bias zh"]
+    for name in compared:
+        header += [f"{name}: R@5 / MRR", f"{name}: cross-lingual R@5 / MRR"]
+    rows = []
+    for split in splits:
+        row = [
+            " + ".join(split["train"]),
+            f"{' + '.join(split['test'])} ({split['test_queries']}, "
+            f"{split['test_cross_lingual']} cross-lingual)",
+            f"{split['bias'].get('en', 0.0):.4f}",
+            f"{split['bias'].get('zh', 0.0):.4f}",
+        ]
+        for name in compared:
+            for part in ("all", "cross-lingual"):
+                scores = split["test_scores"][name][part]
+                row.append(f"{scores['recall_at_5']:.2f} / {scores['mrr']:.3f}")
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
+def bias_scaled_table(entries: list[Mapping[str, Any]]) -> str:
+    groups = list(entries[0]["scores"])
+    header = ["bias times", "bias en", "bias zh", *(f"{g} R@1 / R@5 / MRR" for g in groups)]
+    rows = [
+        [
+            f"{entry['scale']:g}",
+            f"{entry['bias'].get('en', 0.0):.3f}",
+            f"{entry['bias'].get('zh', 0.0):.3f}",
+            *(
+                f"{entry['scores'][g]['recall_at_1']:.2f} / {entry['scores'][g]['recall_at_5']:.2f}"
+                f" / {entry['scores'][g]['mrr']:.3f}"
+                for g in groups
+            ),
+        ]
+        for entry in entries
+    ]
+    return markdown_table(header, rows)
+
+
+def alternatives_table(rankers: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    groups = list(next(iter(rankers.values())))
+    header = ["ranker", *(f"{g} R@1 / R@5 / MRR" for g in groups)]
+    rows = [
+        [
+            name,
+            *(
+                f"{by_group[g]['recall_at_1']:.2f} / {by_group[g]['recall_at_5']:.2f}"
+                f" / {by_group[g]['mrr']:.3f}"
+                for g in groups
+            ),
+        ]
+        for name, by_group in rankers.items()
+    ]
+    return markdown_table(header, rows)
+
+
+def small_groups_table(entries: list[Mapping[str, Any]]) -> str:
+    rankers = list(dict.fromkeys(str(e["ranker"]) for e in entries))
+    cells: dict[tuple[str, int], dict[str, str]] = {}
+    counts: dict[tuple[str, int], int] = {}
+    for e in entries:
+        key = (str(e["kind"]), int(e["others_in_answer_language"]))
+        cells.setdefault(key, {})[str(e["ranker"])] = f"{e['recall_at_5']:.2f} / {e['mrr']:.3f}"
+        counts[key] = int(e["queries"])
+    header = [
+        "queries",
+        "others in the answer's language",
+        "stores",
+        *(f"{r}: R@5 / MRR" for r in rankers),
+    ]
+    rows = [
+        [kind, str(k), str(counts[(kind, k)]), *(cells[(kind, k)].get(r, "") for r in rankers)]
+        for kind, k in sorted(cells, key=lambda key: (key[0] != "cross-lingual", key[1]))
+    ]
+    return markdown_table(header, rows)

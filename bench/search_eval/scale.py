@@ -15,7 +15,8 @@ Timed per size:
 * **search** — one `ReadModel.search(limit=10)` call per query, in each mode, and in hybrid
   mode (the default) with a filter on the memory type (a quarter of the memories pass).
 * **steps** of the unfiltered hybrid search, each timed on its own: the filter mask, the
-  similarities (`UserIndex.vector_scores`: one matrix-vector product), the keyword scores
+  similarities (`UserIndex.vector_scores`: one matrix-vector product), their correction for
+  the query's language (`UserIndex.language_corrected`), the keyword scores
   (`KeywordIndex.scores`) and the ranking (`handlers.search.ranked`).
 * **the definitions** — for the first `checked` queries, unfiltered and filtered hybrid
   searches by `reference.reference_search` (every text tokenised, every candidate sorted in
@@ -40,12 +41,18 @@ from bench.search_eval.pipeline import InMemoryReadModel
 from bench.search_eval.reference import Result, reference_search
 from bench.search_eval.scoring import percentile
 from events.memories import MemoryType
+from handlers.cross_lingual import LOCAL_MODEL
 from handlers.search import Filters, KeywordIndex, SearchMode, ranked
 from memstream.search_index import UserIndex
 from projections.vectors import pack_vector
 
 USER = "scale-user"
 MODEL = "synthetic"
+"""The synthetic memories' model by default (`bench search` ranks them against numpy's exact
+cosine top 10, so it wants no language correction)."""
+TIMED_MODEL = LOCAL_MODEL
+"""The model the scale measurement names: the local model's, so that its language correction
+(`handlers.cross_lingual`) is part of every timed search, as in the product."""
 LIMIT = 10
 ONE_TYPE: tuple[MemoryType, ...] = ("semantic",)
 SEARCHES: dict[str, tuple[SearchMode, tuple[MemoryType, ...]]] = {
@@ -55,7 +62,7 @@ SEARCHES: dict[str, tuple[SearchMode, tuple[MemoryType, ...]]] = {
     "hybrid, one type": ("hybrid", ONE_TYPE),
 }
 """Name → mode and the memory types searched (none: all)."""
-STEPS = ("mask", "vector_scores", "keyword_scores", "ranked")
+STEPS = ("mask", "vector_scores", "language_corrected", "keyword_scores", "ranked")
 CHECKED = ("hybrid", "hybrid, one type")
 """The searches also run by the definitions (the baseline: what the SDK did before the fast
 path), on the first `checked` queries."""
@@ -80,7 +87,7 @@ class Vocabulary:
 
 
 def synthetic_documents(
-    n: int, dimension: int, vocabulary: Vocabulary, seed: int
+    n: int, dimension: int, vocabulary: Vocabulary, seed: int, model: str = MODEL
 ) -> list[dict[str, Any]]:
     """`n` current memories of one user, shaped like the read model's documents."""
     rng = random.Random(seed)
@@ -103,7 +110,7 @@ def synthetic_documents(
             "created_at": CREATED,
             "updated_at": CREATED,
             "embedding": pack_vector(vector),
-            "embedding_model": MODEL,
+            "embedding_model": model,
         }
         for i, vector in enumerate(vectors)
     ]
@@ -180,7 +187,7 @@ def measure(
 ) -> SizeReport:
     """Build the index `builds` times and time every query in `queries` against it."""
     report = SizeReport(size)
-    documents = synthetic_documents(size, dimension, vocabulary, seed)
+    documents = synthetic_documents(size, dimension, vocabulary, seed, TIMED_MODEL)
     index = UserIndex.built(1, documents)
     for _ in range(builds):
         started = time.perf_counter()
@@ -204,7 +211,13 @@ def measure(
             mode, types = SEARCHES[name]
             started = time.perf_counter()
             expected = reference_search(
-                index, query, vector, MODEL, mode=mode, limit=LIMIT, filters=Filters(types=types)
+                index,
+                query,
+                vector,
+                TIMED_MODEL,
+                mode=mode,
+                limit=LIMIT,
+                filters=Filters(types=types),
             )
             report.reference[name].append(time.perf_counter() - started)
             if found[name][number] != expected:
@@ -232,7 +245,7 @@ async def _search_all(
                 USER,
                 query,
                 vector,
-                MODEL,
+                TIMED_MODEL,
                 mode=mode,
                 limit=LIMIT,
                 types=types,
@@ -253,11 +266,14 @@ def _time_steps(index: UserIndex, query: str, vector: list[float], report: SizeR
     chosen = index.columns.mask(Filters())
     report.steps["mask"].append(time.perf_counter() - started)
     started = time.perf_counter()
-    similarity, present = index.vector_scores(vector, MODEL)
+    similarity, present = index.vector_scores(vector, TIMED_MODEL)
     report.steps["vector_scores"].append(time.perf_counter() - started)
+    started = time.perf_counter()
+    corrected = index.language_corrected(similarity, chosen & present, query, TIMED_MODEL)
+    report.steps["language_corrected"].append(time.perf_counter() - started)
     started = time.perf_counter()
     keyword = index.keywords.scores(query, chosen)
     report.steps["keyword_scores"].append(time.perf_counter() - started)
     started = time.perf_counter()
-    ranked("hybrid", similarity, chosen & present, keyword, chosen, index.tie_order, LIMIT)
+    ranked("hybrid", corrected, chosen & present, keyword, chosen, index.tie_order, LIMIT)
     report.steps["ranked"].append(time.perf_counter() - started)

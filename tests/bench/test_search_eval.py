@@ -23,6 +23,7 @@ from bench.search_eval.dataset import (
     load,
     parse,
 )
+from bench.search_eval.language_bias import calibrated, memory_gaps
 from bench.search_eval.pipeline import InMemoryReadModel, ranked_ids
 from bench.search_eval.quality import RRF, QualityReport, QueryRun, groups
 from bench.search_eval.reference import Result, reference_search
@@ -37,6 +38,7 @@ from bench.search_eval.scoring import (
     scores,
 )
 from bench.search_eval.weights import WEIGHTS, held_out, weight_name
+from handlers.cross_lingual import LANGUAGE_BIAS, LOCAL_MODEL, language_of
 from handlers.search import Filters, SearchMode, fused, ranking
 from memstream.search_index import UserIndex
 
@@ -228,7 +230,8 @@ async def test_read_model_search_returns_exactly_the_reference_definition(
 
 
 def _random_documents(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    """Memories of two embedding models and of two dimensions, some without a vector."""
+    """Memories of three embedding models (one the local model, whose similarities are corrected
+    for a shared language) and of two dimensions, some without a vector."""
     words = ["the", "user", "tea", "coffee", "works", "at", "stripe", "lives", "porto", "john"]
     found = []
     for p in range(n):
@@ -236,7 +239,7 @@ def _random_documents(rng: random.Random, n: int) -> list[dict[str, Any]]:
             text = " ".join(rng.choices(words, k=rng.randint(2, 8)))
         else:
             text = "".join(rng.choices("用户喜欢喝绿茶咖啡住在里斯本", k=rng.randint(2, 10)))
-        model, dimension = rng.choice([("a", 6), ("a", 6), ("b", 4), ("", 0)])
+        model, dimension = rng.choice([("a", 6), (LOCAL_MODEL, 6), ("b", 4), ("", 0)])
         found.append(
             {
                 "memory_id": f"m{rng.randrange(1000):03d}-{p}",
@@ -263,7 +266,9 @@ async def test_read_model_search_equals_the_reference_on_random_memories_and_fil
     index = UserIndex.built(1, _random_documents(rng, rng.choice([0, 5, 60, 300])))
     for _ in range(12):
         query = rng.choice(["the user", "tea at stripe", "用户喝咖啡", "john porto", "x"])
-        model, dimension = rng.choice([("a", 6), ("b", 4), ("a", 4), ("missing", 6)])
+        model, dimension = rng.choice(
+            [("a", 6), (LOCAL_MODEL, 6), (LOCAL_MODEL, 6), ("b", 4), ("a", 4), ("missing", 6)]
+        )
         vector = [rng.gauss(0, 1) for _ in range(dimension)]
         filters = rng.choice(
             [
@@ -318,6 +323,58 @@ def test_rrf_in_the_reference_fuses_the_vector_and_keyword_rankings() -> None:
     rrf = reference_search(index, "the piano", vector, "toy", mode="hybrid", limit=99, fusion="rrf")
     expected = fused([ids("vector"), ids("keyword")])
     assert [(r.memory_id, r.score) for r in rrf] == [(i, expected[i]) for i in ranking(expected)]
+
+
+def test_the_reference_takes_the_bias_off_the_query_languages_memories_only() -> None:
+    rng = random.Random(4)
+    index = UserIndex.built(1, _random_documents(rng, 80))
+    texts = {d["memory_id"]: d["text"] for d in index.documents}
+    vector = [rng.gauss(0, 1) for _ in range(6)]
+    for query, language in (("用户喝咖啡", "zh"), ("the user", "en")):
+        bias = LANGUAGE_BIAS[LOCAL_MODEL][language]  # type: ignore[index]
+        plain = reference_search(
+            index, query, vector, LOCAL_MODEL, mode="vector", limit=80, language_bias={}
+        )
+        corrected = reference_search(index, query, vector, LOCAL_MODEL, mode="vector", limit=80)
+        assert plain and all(r.score == r.vector_score for r in plain)
+        assert sorted(r.memory_id for r in plain) == sorted(r.memory_id for r in corrected)
+        for r in corrected:
+            same = language_of(texts[r.memory_id]) == language
+            assert r.score == (r.vector_score - bias if same else r.vector_score)  # type: ignore[operator]
+
+
+# -- the language bias -----------------------------------------------------------------------------
+
+
+def _store(user_id: str, memories: list[tuple[str, list[float]]]) -> UserIndex:
+    user = User(
+        user_id,
+        tuple(
+            Memory(f"{user_id}-{i}", "semantic", "the user", t) for i, (t, _) in enumerate(memories)
+        ),
+    )
+    return UserIndex.built(1, documents(user, [v for _, v in memories], LOCAL_MODEL))
+
+
+def test_the_bias_is_each_memorys_mean_cosine_to_its_language_minus_to_the_other() -> None:
+    # unit vectors: the two Chinese memories at cosine 0.8, each at cosine 0.6 / 0 to the English
+    index = _store(
+        "u",
+        [
+            ("用户喜欢绿茶。", [1.0, 0.0, 0.0]),
+            ("用户住在里斯本。", [0.8, 0.6, 0.0]),
+            ("The user drinks tea.", [0.6, 0.0, 0.8]),
+        ],
+    )
+    gaps = memory_gaps(index, LOCAL_MODEL)
+    assert gaps["zh"] == pytest.approx([0.8 - 0.6, 0.8 - 0.48])
+    assert "en" not in gaps  # no other English memory to compare with
+    assert memory_gaps(index, "another model") == {}
+    monolingual = _store("v", [("The user drinks tea.", [1.0, 0.0]), ("Tea.", [0.0, 1.0])])
+    found = calibrated({"u": index, "v": monolingual}, LOCAL_MODEL)
+    assert found["bias"] == {"zh": pytest.approx(0.26)}
+    assert found["memories"] == {"zh": 2}
+    assert found["per_user"]["v"] == {}
 
 
 # -- the weight's held-out check -------------------------------------------------------------------
