@@ -5,7 +5,9 @@ labels in the conversation's language (English or Chinese):
 
 1. the L0 profile of the current user;
 2. the most relevant memories of each memory type, taken in turns across the types (the best of
-   each type first), so one type cannot crowd out the others;
+   each type first), so one type cannot crowd out the others; each opens with the date it was
+   said in brackets (``[8 May 2023]``), so an answer can place its relative times and tell an
+   old fact from a new one;
 3. the session so far (short-term memory), its most recent messages last — when it does not fit,
    its oldest lines are left out and a marker line says so.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from events.memories import MEMORY_TYPES, MemoryType
 from handlers.rendering import Language
@@ -50,6 +53,21 @@ class ContextMemory:
 
     memory_type: MemoryType
     text: str
+    said_on: date | None = None
+    """The day the memory's current version was learned (its event time), shown before it."""
+
+
+def dated_line(memory: ContextMemory, language: Language) -> str:
+    """``- [8 May 2023] text`` (``- [2023年5月8日] text`` in Chinese); undated: ``- text``."""
+    day = memory.said_on
+    if day is None:
+        return f"- {memory.text}"
+    shown = (
+        f"{day.year}年{day.month}月{day.day}日"
+        if language == "zh"
+        else f"{day.day} {day:%B} {day.year}"
+    )
+    return f"- [{shown}] {memory.text}"
 
 
 def profile_lines(fields: Mapping[str, str], language: Language) -> list[str]:
@@ -98,7 +116,7 @@ def context_block(
     add(labels["profile"], profile_lines(profile, language))
     seen = {line[2:] for section in sections for line in section[1:]}
     queues = {
-        t: [f"- {m.text}" for m in memories if m.memory_type == t and m.text not in seen]
+        t: [dated_line(m, language) for m in memories if m.memory_type == t and m.text not in seen]
         for t in MEMORY_TYPES
     }
     chosen: dict[MemoryType, list[str]] = {t: [] for t in MEMORY_TYPES}

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any
 
@@ -398,7 +398,9 @@ class MemoryClient:
         picked: list[ContextMemory] = []
         for memory_type in types:
             ranked = [m for m in found if m["memory_type"] == memory_type][:per_type]
-            picked.extend(ContextMemory(memory_type, m["text"]) for m in ranked)
+            picked.extend(
+                ContextMemory(memory_type, m["text"], _day(m.get("created_at"))) for m in ranked
+            )
         history = await self.session_history(user_id, session_id) if session_id else ""
         profile = await self.profile(user_id) or {}
         fields = {
@@ -533,3 +535,8 @@ class MemoryClient:
             content=message.content,
             principal=self.principal,
         )
+
+
+def _day(value: Any) -> date | None:
+    """A read-model timestamp's UTC day (None when there is none)."""
+    return value.date() if isinstance(value, datetime) else None

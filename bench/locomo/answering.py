@@ -1,11 +1,12 @@
 """The answer LLM and the judge LLM: any OpenAI-compatible endpoint, every call counted.
 
-The answer prompt gives the retrieved memories (or `build_context`'s block) and the question and
-asks for a short answer, in the spirit of the prompts the memory papers use (mem0's asks for
-"less than 5-6 words" and to turn relative times into dates from the memories' timestamps).
-The judge prompt follows the shape of mem0's J metric (`evaluation/metrics/llm_judge.py`): the
-question, the gold answer and the generated answer; be generous about length and date formats;
-answer ``{"label": "CORRECT"}`` or ``{"label": "WRONG"}``.
+The answer prompt gives the context (the retrieved memories, `build_context`'s block, or the
+whole transcript for the full-context baseline) and the question and asks for a short answer, in
+the spirit of the prompts the memory papers use (mem0's asks for "less than 5-6 words" and to
+turn relative times into dates from the memories' timestamps). The judge prompt follows the
+shape of mem0's J metric (`evaluation/metrics/llm_judge.py`): the question, the gold answer and
+the generated answer; be generous about length and date formats; answer ``{"label": "CORRECT"}``
+or ``{"label": "WRONG"}``.
 """
 
 from __future__ import annotations
@@ -17,19 +18,24 @@ from typing import Any, cast
 import openai
 
 ANSWER_SYSTEM = """\
-You answer questions about two people, {speaker_a} and {speaker_b}, using only memories taken \
-from their past conversations. In the memories, "the user" is {speaker_a}. A memory may begin \
-with the date of the conversation it comes from, in brackets: use it to turn relative times \
-("yesterday", "last week", "next month") into dates, and answer a "when" question with a date, \
-month or year. Answer in as few words as possible (at most 6 words), with no explanation and no \
-full sentence. If the memories do not tell, give your best short guess."""
+You answer questions about two people, {speaker_a} and {speaker_b}, using only what you are \
+given from their past conversations: memories taken from them, or the conversations \
+themselves. "The user" is {speaker_a}. A date in brackets says when a memory was said or when \
+a conversation took place: use it to turn relative times ("yesterday", "last week", "next \
+month") into dates, and answer a "when" question with a date, month or year. Answer in as few \
+words as possible (at most 6 words), with no explanation and no full sentence. If the context \
+does not tell, give your best short guess."""
 
 ANSWER_USER = """\
-Memories:
+Context:
 {context}
 
 Question: {question}
 Answer:"""
+"""One prompt for every context (memstream's memories, `build_context`'s block, the whole
+transcript), so a run's figures differ only by what the answerer was shown. The context comes
+before the question: with llama.cpp's prompt cache, a whole transcript shown for every question
+is read once."""
 
 JUDGE_PROMPT = """\
 Label a generated answer to a question as CORRECT or WRONG.
@@ -73,6 +79,8 @@ class CountingChat:
     max_tokens: int = 64
     calls: int = 0
     prompt_tokens: int = 0
+    last_prompt_tokens: int = 0
+    """The prompt tokens of the latest call (0 when the endpoint reports no usage)."""
     completion_tokens: int = 0
     seconds: float = 0.0
     _client: Any = field(default=None, repr=False)
@@ -99,7 +107,9 @@ class CountingChat:
         )
         self.seconds += time.perf_counter() - started
         self.calls += 1
+        self.last_prompt_tokens = 0
         if response.usage is not None:
+            self.last_prompt_tokens = response.usage.prompt_tokens
             self.prompt_tokens += response.usage.prompt_tokens
             self.completion_tokens += response.usage.completion_tokens
         return (response.choices[0].message.content or "").strip()

@@ -18,6 +18,16 @@ one scored by splitting sub-answers, i.e. multi-hop) and the question counts of 
 labelled 1 as single-hop and 3 as multi-hop (mem0ai/mem0 issue #2609); BENCHMARKS.md says how
 to compare.
 
+Two layouts of the public data are read (`load`): that list in one JSON file (`locomo10.json`,
+as the papers used it), and the archive its repository ships today (`data/locomo10.zip`: one
+JSON per conversation, ``26.json`` …, each the ``conversation`` object itself with ``qa``,
+``session_N_summary``, ``session_N_observation`` and ``events_session_N`` beside the sessions,
+and no ``sample_id``: the file name gives it, ``conv-26``). A directory of such files, or a
+single one, is read too.
+
+`first_sessions` keeps a conversation's first N sessions and only the questions whose evidence
+lies in them, so a CPU run can take a slice that fits in an hour.
+
 The data set's licence is non-commercial: it is read from a path the user gives, never
 downloaded and never committed. `bench/locomo/synthetic.json` is a small conversation in the
 same format written for the tests.
@@ -27,7 +37,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+import zipfile
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,6 +79,8 @@ _DATE_TIME = re.compile(
     re.IGNORECASE,
 )
 _SESSION_KEY = re.compile(r"^session_(?P<number>\d+)$")
+_FLAT_EXTRA = re.compile(r"^(session_\d+_(summary|observation)|events_session_\d+)$")
+_DIA_ID = re.compile(r"D\d+:\d+")
 
 
 class LocomoFormatError(ValueError):
@@ -189,11 +202,15 @@ def _turn(item: Any, where: str, speakers: tuple[str, str]) -> Turn:
     )
 
 
-def parse_sample(data: Any) -> Sample:
-    """One sample of the file; `LocomoFormatError` names what is missing."""
+def parse_sample(data: Any, *, sample_id: str | None = None) -> Sample:
+    """One sample, in either layout (module doc); `LocomoFormatError` names what is missing.
+
+    A flat conversation (the archive's layout) has no ``sample_id``: `sample_id` names it."""
+    if isinstance(data, dict) and "conversation" not in data and "speaker_a" in data:
+        data = _nested(data, sample_id)
     if not isinstance(data, dict) or "conversation" not in data:
-        raise LocomoFormatError("a sample needs 'conversation'")
-    sample_id = str(data.get("sample_id", ""))
+        raise LocomoFormatError("a sample needs 'conversation' (or 'speaker_a' and sessions)")
+    sample_id = str(data.get("sample_id") or sample_id or "")
     if not sample_id:
         raise LocomoFormatError("a sample needs 'sample_id'")
     conversation = data["conversation"]
@@ -235,12 +252,101 @@ def parse_sample(data: Any) -> Sample:
     return Sample(sample_id, speakers[0], speakers[1], tuple(sessions), qa, extra)
 
 
+def _nested(flat: dict[str, Any], sample_id: str | None) -> dict[str, Any]:
+    """A flat conversation (the archive's layout) in the nested layout of `locomo10.json`."""
+    conversation = {
+        key: value for key, value in flat.items() if key != "qa" and not _FLAT_EXTRA.match(key)
+    }
+    extra: dict[str, dict[str, Any]] = {
+        "observation": {},
+        "session_summary": {},
+        "event_summary": {},
+    }
+    for key, value in flat.items():
+        if key.endswith("_observation"):
+            extra["observation"][key] = value
+        elif key.endswith("_summary"):
+            extra["session_summary"][key] = value
+        elif key.startswith("events_session_"):
+            extra["event_summary"][key] = value
+    return {
+        "sample_id": flat.get("sample_id") or sample_id,
+        "conversation": conversation,
+        "qa": flat.get("qa", []),
+        **extra,
+    }
+
+
+def _conversation_id(name: str) -> str:
+    """``data/…/26.json`` → ``conv-26``, the id `locomo10.json` gives the same conversation."""
+    stem = Path(name).stem
+    return f"conv-{stem}" if stem.isdigit() else stem
+
+
+def _samples_in(data: Any, name: str) -> list[Sample]:
+    if isinstance(data, list):
+        return [parse_sample(item) for item in data]
+    if isinstance(data, dict):
+        return [parse_sample(data, sample_id=_conversation_id(name))]
+    raise LocomoFormatError(f"{name}: expected a list of samples or one conversation")
+
+
+def _by_id(samples: list[Sample]) -> list[Sample]:
+    """In conversation order (``conv-26`` before ``conv-30``); an id seen twice is an error."""
+    ids = [sample.sample_id for sample in samples]
+    if len(set(ids)) != len(ids):
+        raise LocomoFormatError("a conversation id appears twice")
+
+    def key(sample: Sample) -> tuple[int, str]:
+        number = sample.sample_id.removeprefix("conv-")
+        return (int(number), "") if number.isdigit() else (1 << 30, sample.sample_id)
+
+    return sorted(samples, key=key)
+
+
 def load(path: Path) -> list[Sample]:
-    """Every sample of a LoCoMo-format file."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, list):
-        raise LocomoFormatError(f"{path}: expected a list of samples")
-    return [parse_sample(item) for item in data]
+    """Every sample at `path`: a JSON file (a list of samples, or one conversation), the
+    repository's zip archive of one JSON per conversation, or a directory of such files."""
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            names = [n for n in archive.namelist() if n.endswith(".json")]
+            if not names:
+                raise LocomoFormatError(f"{path}: no JSON file in the archive")
+            return _by_id(
+                [
+                    sample
+                    for name in names
+                    for sample in _samples_in(json.loads(archive.read(name)), name)
+                ]
+            )
+    if path.is_dir():
+        files = sorted(path.glob("*.json"))
+        if not files:
+            raise LocomoFormatError(f"{path}: no JSON file in the directory")
+        return _by_id(
+            [
+                sample
+                for file in files
+                for sample in _samples_in(json.loads(file.read_text(encoding="utf-8")), file.name)
+            ]
+        )
+    return _samples_in(json.loads(path.read_text(encoding="utf-8")), path.name)
+
+
+def evidence_ids(qa: QA) -> set[str]:
+    """The dialogue ids a question's evidence names (a few entries hold two, ``"D8:6; D9:17"``)."""
+    return {found for entry in qa.evidence for found in _DIA_ID.findall(entry)}
+
+
+def first_sessions(sample: Sample, count: int) -> Sample:
+    """The sample cut to its first `count` sessions, with only the questions whose evidence
+    (all of it, and at least one turn) lies in them. `count` 0 keeps everything."""
+    if count <= 0 or count >= len(sample.sessions):
+        return sample
+    sessions = sample.sessions[:count]
+    kept = {turn.dia_id for session in sessions for turn in session.turns}
+    qa = tuple(qa for qa in sample.qa if (ids := evidence_ids(qa)) and ids <= kept)
+    return replace(sample, sessions=sessions, qa=qa)
 
 
 SYNTHETIC = Path(__file__).with_name("synthetic.json")

@@ -32,7 +32,9 @@ from bench.locomo.dataset import Sample, Session
 from memstream.client import MemoryClient
 from memstream.config import Settings
 
-ContextMode = Literal["search", "build_context"]
+ContextMode = Literal["search", "build_context", "full"]
+"""What the answerer is shown: memstream's search results, its `build_context` block, or the
+whole transcript (the full-context baseline, no pipeline needed)."""
 
 
 def session_messages(sample: Sample, session: Session) -> list[dict[str, str]]:

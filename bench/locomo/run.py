@@ -1,14 +1,26 @@
-"""LoCoMo against memstream: feed the conversations, answer the questions, score per category.
+"""LoCoMo against memstream: feed the conversations, answer the questions, score per category,
+beside the same model answering from the whole transcript.
 
-    python -m bench.locomo.run --data /path/to/locomo10.json --out locomo.json
-        [--conversations N] [--context search|build_context] [--top-k 20] [--max-chars 4000]
+    python -m bench.locomo.run --data /path/to/locomo10.zip --out locomo.json
+        [--conversations N | --only conv-26,conv-30] [--sessions N]
+        [--context search|build_context|full] [--no-full-context] [--top-k 20] [--max-chars 4000]
         [--answer-base-url URL --answer-model M --answer-api-key K]
         [--judge-base-url URL --judge-model M --judge-api-key K]
         [--types semantic,episodic] [--embedded] [--timeout 3600]
 
-`locomo10.json` is the public LoCoMo data set (non-commercial licence): give its path; it is
-never downloaded and never committed. `--data synthetic` runs the small synthetic conversation
-shipped for the tests.
+The data is the public LoCoMo set (non-commercial licence), in either layout
+(`bench.locomo.dataset`): the repository's `data/locomo10.zip` or the `locomo10.json` list. Give
+its path; it is never downloaded and never committed. `--data synthetic` runs the small
+synthetic conversation shipped for the tests. `--sessions N` keeps each conversation's first N
+sessions and only the questions whose evidence lies in them (a CPU run of one conversation's
+first four sessions fits in an hour).
+
+Every question is answered from memstream (`--context`: search results, or `build_context`'s
+block) and, unless `--no-full-context`, from the whole transcript of the same sessions (the
+baseline), by the same model with the same prompt; `--context full` answers only from the
+transcript and starts no pipeline. The report gives, per category and for each way, F1, J (with
+`--judge-model`), prompt tokens and seconds per question, and how much of the gold answer the
+context held (`bench.locomo.evaluate`).
 
 The pipeline: with `KAFKA_BOOTSTRAP_SERVERS` and `MONGODB_URI` set (and not `--embedded`), an
 existing deployment whose workers are running (its own window and memory types apply); else the
@@ -16,8 +28,9 @@ embedded one is started (Tansu in memory, SecantusDB, every stage worker, and th
 if no `OPENAI_BASE_URL` is configured — taken under the machine's model lock), with a window
 that makes each LoCoMo session one snapshot and the memory types of `--types`.
 
-Answers come from the answer endpoint (default: the pipeline's LLM); with `--judge-model` every
-answer is also judged CORRECT/WRONG (the J metric). Scores: `bench.locomo.scoring`.
+The packaged local model reads 4,096 tokens at most: a whole-transcript answer of more than
+about four LoCoMo sessions does not fit it (use `--sessions`, or an endpoint with a longer
+context).
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from typing import Any
 
 from bench.llama_timings import llama_lock
 from bench.locomo.answering import CountingChat, Endpoint
-from bench.locomo.dataset import SYNTHETIC, Sample, load
+from bench.locomo.dataset import SYNTHETIC, Sample, first_sessions, load
 from bench.locomo.evaluate import Options, evaluate
 from bench.locomo.harness import LOCOMO_WINDOW
 from bench.machine import machine
@@ -51,6 +64,9 @@ def _existing(environ: dict[str, str]) -> bool:
 def pipeline(args: argparse.Namespace, log_dir: Path) -> Iterator[tuple[Settings, str]]:
     """The settings of the pipeline to run against, and how it was obtained."""
     environ = dict(os.environ)
+    if args.context == "full":
+        yield from _answer_model_only(args, environ, log_dir)
+        return
     if _existing(environ) and not args.embedded:
         yield load_settings(environ=environ), "existing deployment (its own window and types)"
         return
@@ -70,6 +86,21 @@ def pipeline(args: argparse.Namespace, log_dir: Path) -> Iterator[tuple[Settings
         running_pipeline(settings, log_dir=log_dir, ephemeral=True) as (configured, _, _),
     ):
         yield configured, "embedded (Tansu in memory, SecantusDB)"
+
+
+def _answer_model_only(
+    args: argparse.Namespace, environ: dict[str, str], log_dir: Path
+) -> Iterator[tuple[Settings, str]]:
+    """`--context full`: no pipeline; the answer endpoint given, or configured, or else the
+    packaged local model (under the machine's model lock)."""
+    settings = load_settings(environ=environ)
+    if args.answer_base_url or settings.llm.configured:
+        yield settings, "none (full context only)"
+        return
+    from bench.locomo.harness import local_model
+
+    with local_model("large", log_dir) as llm_environment:
+        yield load_settings(environ={**environ, **llm_environment}), "none (full context only)"
 
 
 def endpoint(
@@ -104,6 +135,7 @@ async def _run(
         )
     options = Options(
         context=args.context,
+        full_context=not args.no_full_context,
         top_k=args.top_k,
         max_chars=args.max_chars,
         user_prefix=f"locomo-{datetime.now(UTC):%Y%m%d%H%M%S}-",
@@ -119,9 +151,23 @@ async def _run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--data", required=True, help="path to locomo10.json, or 'synthetic'")
+    parser.add_argument(
+        "--data", required=True, help="locomo10.zip, locomo10.json, a directory, or 'synthetic'"
+    )
     parser.add_argument("--conversations", type=int, default=0, help="only the first N (0: all)")
-    parser.add_argument("--context", choices=("search", "build_context"), default="search")
+    parser.add_argument("--only", default="", help="only these conversations (conv-26,conv-30)")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=0,
+        help="only each conversation's first N sessions and their questions (0: all)",
+    )
+    parser.add_argument("--context", choices=("search", "build_context", "full"), default="search")
+    parser.add_argument(
+        "--no-full-context",
+        action="store_true",
+        help="do not also answer from the whole transcript (the baseline)",
+    )
     parser.add_argument("--top-k", type=int, default=20)
     parser.add_argument("--max-chars", type=int, default=4_000, help="build_context's budget")
     parser.add_argument("--answer-base-url")
@@ -139,8 +185,15 @@ def main(argv: list[str] | None = None) -> int:
 
     data = SYNTHETIC if args.data == "synthetic" else Path(args.data)
     samples = load(data)
+    if args.only:
+        wanted = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = set(wanted) - {sample.sample_id for sample in samples}
+        if unknown:
+            parser.error(f"--only: no conversation {', '.join(sorted(unknown))} in {data}")
+        samples = [sample for sample in samples if sample.sample_id in wanted]
     if args.conversations:
         samples = samples[: args.conversations]
+    samples = [first_sessions(sample, args.sessions) for sample in samples]
     with (
         tempfile.TemporaryDirectory(prefix="memstream-locomo-") as scratch,
         pipeline(args, Path(scratch)) as (settings, how),
@@ -151,13 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "data": data.name,
         "conversations": [sample.sample_id for sample in samples],
+        "sessions_per_conversation": [len(sample.sessions) for sample in samples],
         "pipeline": how,
         "machine": machine(),
         **report,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
-    print(json.dumps(report["scores"], indent=2))
+    print(json.dumps(report["comparison"] or report["scores"], indent=2))
     print(f"written to {args.out}", file=sys.stderr)
     return 0
 

@@ -70,7 +70,7 @@ def script(llm: ScriptedLLM, samples: list[Sample]) -> None:
         return {"label": "CORRECT" if f1 >= 0.5 else "WRONG"}
 
     llm.on(lambda text: "Gold answer:" in text and "Generated answer:" in text, judge)
-    llm.on(lambda text: "Memories:" in text and "Question:" in text, answer)
+    llm.on(lambda text: "Context:" in text and "Question:" in text, answer)
     llm.on(
         "You keep a long-term memory consistent",
         {

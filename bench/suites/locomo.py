@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.core import BenchContext, BrokerKind, Figure, SuiteResult
+from bench.core import Aim, BenchContext, BrokerKind, Figure, SuiteResult
 from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, Sample, load
 from bench.locomo.evaluate import Options, evaluate
@@ -99,20 +99,39 @@ def _scripted(samples: list[Sample]) -> Iterator[tuple[dict[str, str], Endpoint]
 
 
 def figures(report: dict[str, Any], setting: str, note: str) -> list[Figure]:
+    """F1 per category and overall, and prompt tokens per question, each beside the same
+    model's figure from the whole transcript in the same run (when it was answered)."""
+    full = report.get("scores_by_way", {}).get("full_context")
     rows = []
     for category, block in report["scores"].items():
         if block["f1"] is None:
             continue
+        baseline = full.get(category) if full else None
         rows.append(
             Figure(
                 "locomo",
                 f"{setting}: {category} ({block['questions']} q)",
                 "F1",
                 round(block["f1"], 4),
+                baseline=round(baseline["f1"], 4) if baseline else None,
+                baseline_name="full context" if baseline else "",
                 note=note,
             )
         )
     overall = report["scores"]["overall"]
+    if full and overall.get("prompt_tokens_per_question"):
+        rows.append(
+            Figure(
+                "locomo",
+                f"{setting}: overall",
+                "prompt tokens per question",
+                round(overall["prompt_tokens_per_question"], 1),
+                baseline=round(full["overall"]["prompt_tokens_per_question"], 1),
+                baseline_name="full context",
+                aim=Aim("<=", 0.25),
+                note=note,
+            )
+        )
     if overall["j"] is not None:
         rows.append(Figure("locomo", f"{setting}: overall", "J", round(overall["j"], 4), note=note))
     return rows

@@ -15,7 +15,11 @@ One memory per episode (usually one per snapshot, none for small talk):
   ``ended_at``, the time span of the snapshot's turns (the earliest and the latest turn's
   ``occurred_at``, ISO 8601), never a time the LLM wrote: the model sees no clock, and a past
   event the user recounts ("last week I …") has no date we could trust, so the span says when
-  the episode was told; ``outcome`` (how it ended, or null while it is open).
+  the episode was told; ``happened`` (when the event itself took place, as the conversation
+  says it — "7 May 2023", "the week before 9 June 2023" — or null): the extractor sees the
+  conversation's date and the summary's relative times are made absolute against it
+  (`handlers.extraction.dates`), so ``happened`` is the first date the grounded summary names;
+  ``outcome`` (how it ended, or null while it is open).
 
 The prompt follows the semantic one's lessons for small models: "the user" instead of named
 few-shot speakers, a placeholder [Person A], explicit empty examples, one JSON object, the
@@ -32,6 +36,7 @@ field, so the retry can fix it) and re-attributed by `handlers.attribution`; aft
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,8 +51,10 @@ from handlers.attribution import (
     with_user_as_subject,
 )
 from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.dates import dated_turns, dates_in, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 
 CATEGORY = "event"
@@ -65,7 +72,8 @@ Return one JSON object: {"episodes": [ ... ]}. Each episode is an object with:
 when it is something that happened to that person alone.
 - "title": a short title of a few words.
 - "summary": one to three sentences in the third person and in your own words, starting with \
-the subject: what happened or what was done. Never write "I", "my" or "me".
+the subject: what happened or what was done, and when, as a date, if the conversation says it. \
+Never write "I", "my" or "me".
 - "participants": who took part: "the user", "assistant", and the names of other people.
 - "outcome": how it ended (what was decided, chosen, booked, fixed or learned), or null if it \
 is still open.
@@ -126,14 +134,16 @@ class EpisodicExtractor:
     """Extracts episodes (title, summary, participants, time span, outcome) from a snapshot."""
 
     memory_type: MemoryType = "episodic"
-    prompt_version = "episodic-1"
+    prompt_version = "episodic-2"
 
     def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
-        """Only a conversation in which someone speaks of themselves (`has_a_story`)."""
-        return has_a_story(transcript_of(snapshot))
+        """Only a conversation in which someone speaks of themselves (`has_a_story`) and says
+        more than pleasantries (`only_pleasantries`)."""
+        transcript = transcript_of(snapshot)
+        return has_a_story(transcript) and not only_pleasantries(transcript)
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
-        return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot)
+        return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot, dated=True)
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)
@@ -146,8 +156,11 @@ class EpisodicExtractor:
         started = min(turn.occurred_at for turn in snapshot.turns).isoformat()
         ended = max(turn.occurred_at for turn in snapshot.turns).isoformat()
         memories: dict[tuple[str, str], MemoryContent] = {}
+        turns = dated_turns(snapshot)
         for index, draft in enumerate(drafts):
-            memory = _memory_from(draft, transcript, index, started_at=started, ended_at=ended)
+            memory = _memory_from(
+                draft, transcript, index, turns, started_at=started, ended_at=ended
+            )
             if memory is not None:
                 title = str(memory.attributes["title"]).casefold()
                 memories.setdefault((memory.subject.casefold(), title), memory)
@@ -155,7 +168,13 @@ class EpisodicExtractor:
 
 
 def _memory_from(
-    draft: EpisodeDraft, transcript: Transcript, index: int, *, started_at: str, ended_at: str
+    draft: EpisodeDraft,
+    transcript: Transcript,
+    index: int,
+    turns: list[tuple[date, str]],
+    *,
+    started_at: str,
+    ended_at: str,
 ) -> MemoryContent | None:
     title = _required(draft.title, index, "title")
     summary = _required(draft.summary, index, "summary")
@@ -164,10 +183,14 @@ def _memory_from(
     attribution = _attribution(draft.subject, summary, transcript, index)
     if attribution is None:
         return None  # a person who is not in the conversation (an example's placeholder)
-    if not rests_on(summary, [m.content for m in transcript.messages], names=_names(transcript)):
+    summary = ground_relative_times(summary, turns).text
+    messages = [m.content for m in transcript.messages]
+    if not rests_on(without_dates(summary), messages, names=_names(transcript)):
         return None  # not about this conversation: an invented or copied example episode
     summary = _the_user_for_their_name(summary, transcript)
-    outcome = _the_user_for_their_name(one_line(draft.outcome or ""), transcript)
+    outcome = ground_relative_times(one_line(draft.outcome or ""), turns).text
+    outcome = _the_user_for_their_name(outcome, transcript)
+    named = dates_in(summary)
     return MemoryContent(
         subject=attribution.subject,
         owner="user",
@@ -178,6 +201,7 @@ def _memory_from(
             "participants": _participants(draft.participants, attribution, transcript),
             "started_at": started_at,
             "ended_at": ended_at,
+            "happened": named[0] if named else None,
             "outcome": outcome if outcome.casefold() not in _NO_OUTCOME else None,
         },
     )

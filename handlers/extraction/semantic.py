@@ -8,6 +8,7 @@ validated, filtered and re-attributed by `handlers.attribution`, never trusted a
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,8 +25,10 @@ from handlers.attribution import (
     with_user_as_subject,
 )
 from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.dates import dated_turns, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, support, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 
 ProfileField = Literal["name", "age", "gender", "location", "occupation", "employer", "language"]
@@ -51,26 +54,34 @@ location, occupation, employer, language; otherwise null.
 
 Rules:
 - Only lasting facts about the people that are worth remembering later: who they are, what they \
-do, like, own, plan or need.
+do, like, own, plan or need; their family, friends and pets; places they have been; what they \
+did and how they felt about it, with its date.
+- A fact said in passing counts as much as the main topic: a child, a gift, a hobby, a place \
+named on the way.
+- Each person's facts under their own name: what another person says about themselves is about \
+that person, never about the user.
 - Do not describe the conversation (who asked, greeted, thanked or answered what). No greetings, \
 no small talk, no questions, no guesses, no general knowledge from the assistant's answers, no \
 passing moods or states of the moment (tired, hungry, busy today).
 - The assistant's replies are not facts: never write what the assistant said, noted, \
 understood, agreed, joked or wished, and never repeat the user's fact as something the \
 assistant noted. A fact about the user is about "the user".
-- A fact another person says about themselves is about that person, never about the user.
 - If there is nothing worth remembering, return {"facts": []}.
 
-Example conversation:
+Example conversation (it took place on 4 March 2024):
 [user]: I moved to Lisbon last year and I teach maths. Any tips for getting around?
-[Person A]: I'm a nurse, I work nights.
+[Person A]: I'm a nurse, I work nights. Yesterday my daughter and I went to a fado concert.
 [assistant]: Nice to meet you both! For Lisbon I recommend the 28 tram.
 Example answer:
-{"facts": [{"subject": "the user", "statement": "The user lives in Lisbon.", "owner": "user", \
-"category": "basic_info", "profile_field": "location"}, {"subject": "the user", "statement": \
-"The user is a maths teacher.", "owner": "user", "category": "basic_info", "profile_field": \
-"occupation"}, {"subject": "Person A", "statement": "Person A is a nurse who works nights.", \
-"owner": "user", "category": "work", "profile_field": null}, {"subject": "assistant", \
+{"facts": [{"subject": "the user", "statement": "The user moved to Lisbon in 2023.", "owner": \
+"user", "category": "basic_info", "profile_field": "location"}, {"subject": "the user", \
+"statement": "The user is a maths teacher.", "owner": "user", "category": "basic_info", \
+"profile_field": "occupation"}, {"subject": "Person A", "statement": "Person A is a nurse who \
+works nights.", "owner": "user", "category": "work", "profile_field": null}, {"subject": \
+"Person A", "statement": "Person A has a daughter.", "owner": "user", "category": \
+"relationship", "profile_field": null}, {"subject": "Person A", "statement": "Person A went to \
+a fado concert with her daughter on 3 March 2024.", "owner": "user", "category": "other", \
+"profile_field": null}, {"subject": "assistant", \
 "statement": "The assistant recommended the 28 tram in Lisbon.", "owner": "agent", "category": \
 "other", "profile_field": null}]}
 
@@ -117,33 +128,40 @@ class SemanticExtractor:
     """Extracts semantic facts (subject, statement, owner, category) from a snapshot."""
 
     memory_type: MemoryType = "semantic"
-    prompt_version = "semantic-4"
+    prompt_version = "semantic-5"
 
     def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
-        return True
+        """Not a conversation of pleasantries only (`only_pleasantries`)."""
+        return not only_pleasantries(transcript_of(snapshot))
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
-        return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot)
+        return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot, dated=True)
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)
+        turns = dated_turns(snapshot)
         memories: dict[tuple[str, str], MemoryContent] = {}
         for index, item in enumerate(items_under(answer, "facts")):
             draft = validated(FactDraft, item, "facts", index)
-            memory = _memory_from(draft, transcript, index)
+            memory = _memory_from(draft, transcript, index, turns)
             if memory is not None:
                 memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
         return list(memories.values())
 
 
-def _memory_from(draft: FactDraft, transcript: Transcript, index: int) -> MemoryContent | None:
+def _memory_from(
+    draft: FactDraft, transcript: Transcript, index: int, turns: list[tuple[date, str]]
+) -> MemoryContent | None:
     statement = _chinese_copy_in_third_person(one_line(draft.statement), draft.subject, transcript)
     if not statement or in_first_person(statement):
         return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
     if _narrates_the_conversation(statement):
         return None  # "The user asked about …", "…?": what was said, not what is true
+    if _without_content(statement):
+        return None  # "The user shared a photo.": nothing to remember
+    statement = ground_relative_times(statement, turns).text
     attribution = _attribution(draft.subject, statement, transcript, index)
-    if not _grounded(attribution, statement, transcript):
+    if not _grounded(attribution, without_dates(statement), transcript):
         return None
     if attribution.kind == "assistant" and not assistant_provided(statement, transcript):
         return None
@@ -222,6 +240,22 @@ _NOT_A_LASTING_FACT = re.compile(
 """Advice the assistant gave, restated as the user's ("The user should pack light layers."),
 and a passing mood or state ("The user is tired.", "用户今天上班好累啊。"): neither is a lasting
 fact about the user. A habit ("The user is often tired in the mornings") is one."""
+
+
+_WITHOUT_CONTENT = re.compile(
+    r"^\S+(\s+\S+)?\s+(has\s+|had\s+)?(shared|shares|sent|sends|showed|shows|posted|posts)\s+"
+    r"(a|an|some|the|his|her|their)?\s*(photo|picture|pic|image|video|link|file)s?\s*"
+    r"(with\s+\S+(\s+\S+)?)?\s*\.?$"
+    r"|^\S+(\s+\S+)?\s+(is|was)\s+(happy|glad|excited)\s+to\s+(see|hear|chat|talk)\b.{0,40}$"
+    r"|^(用户|\S{1,6})(分享|发)了(一张|一些)?(照片|图片|视频|链接)。?$",
+    re.IGNORECASE,
+)
+"""A statement with nothing in it to remember: a photo shared without what it shows, the
+pleasure of a chat ("Melanie is happy to hear from the user.")."""
+
+
+def _without_content(statement: str) -> bool:
+    return _WITHOUT_CONTENT.match(statement) is not None
 
 
 def _narrates_the_conversation(statement: str) -> bool:

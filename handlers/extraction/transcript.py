@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from events.memories import ASSISTANT_SUBJECT, USER_SUBJECT
 from events.snapshots import SnapshotPromoted
 from handlers.attribution import Attribution
+from handlers.extraction.dates import date_instruction
 from handlers.messages import ChatMessage
 from handlers.rendering import Language, conversation_language, render_conversation
 
@@ -87,12 +88,19 @@ def transcript_of(snapshot: SnapshotPromoted) -> Transcript:
 
 
 def conversation_prompt(
-    system_prompt: str, language_instructions: Mapping[str, str], snapshot: SnapshotPromoted
+    system_prompt: str,
+    language_instructions: Mapping[str, str],
+    snapshot: SnapshotPromoted,
+    *,
+    dated: bool = False,
 ) -> list[dict[str, str]]:
     """The chat messages every extractor sends: its system prompt, then the snapshot's
-    conversation with the instruction for the conversation's language."""
+    conversation with the instruction for the conversation's language — and, when `dated`,
+    the date it took place and how to write times (`handlers.extraction.dates`)."""
     transcript = transcript_of(snapshot)
     instruction = language_instructions[transcript.language]
+    if dated and snapshot.turns:
+        instruction = f"{date_instruction(snapshot, transcript.language)} {instruction}"
     return [
         {"role": "system", "content": system_prompt},
         {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from bench.locomo.dataset import (
     SYNTHETIC,
     LocomoFormatError,
+    first_sessions,
     load,
     parse_date_time,
     parse_sample,
@@ -103,11 +105,53 @@ def test_malformed_samples_are_refused_with_the_reason(change: Any, message: str
         parse_sample(data)
 
 
-def test_a_file_that_is_not_a_list_is_refused(tmp_path: Path) -> None:
+def test_a_file_of_one_nested_sample_is_read_as_that_sample(tmp_path: Path) -> None:
     path = tmp_path / "one.json"
     path.write_text(json.dumps(raw_sample()))
-    with pytest.raises(LocomoFormatError, match="list of samples"):
+    (sample,) = load(path)
+    assert sample == load(SYNTHETIC)[0]
+
+
+def test_a_file_that_is_neither_samples_nor_a_conversation_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps("conv-26"))
+    with pytest.raises(LocomoFormatError, match="list of samples or one conversation"):
         load(path)
+
+
+def flat(data: dict[str, Any]) -> dict[str, Any]:
+    """A nested sample in the layout of the repository's zip: the conversation's keys at the
+    top, ``qa`` and the per-session summaries beside them, no ``sample_id``."""
+    flat = {**data["conversation"], "qa": data["qa"]}
+    for name in ("observation", "session_summary", "event_summary"):
+        flat.update(data.get(name) or {})
+    return flat
+
+
+def test_the_repositorys_zip_of_one_conversation_per_file_is_read(tmp_path: Path) -> None:
+    nested = raw_sample()
+    archive = tmp_path / "locomo10.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        second = flat(raw_sample())
+        zipped.writestr("data/multimodal_dialog/locomo10_v2/30.json", json.dumps(second))
+        zipped.writestr("data/multimodal_dialog/locomo10_v2/26.json", json.dumps(flat(nested)))
+    first, other = load(archive)
+    # Named after its file, in conversation order; the same conversation as the nested layout.
+    assert (first.sample_id, other.sample_id) == ("conv-26", "conv-30")
+    expected = load(SYNTHETIC)[0]
+    assert (first.sessions, first.qa) == (expected.sessions, expected.qa)
+    assert first.extra["observation"] == nested["observation"]
+
+
+def test_first_sessions_keep_only_questions_whose_evidence_lies_in_them() -> None:
+    (sample,) = load(SYNTHETIC)
+    cut = first_sessions(sample, 2)
+    assert [s.number for s in cut.sessions] == [1, 2]
+    kept = {turn.dia_id for s in cut.sessions for turn in s.turns}
+    assert cut.qa and all(qa.evidence and set(qa.evidence) <= kept for qa in cut.qa)
+    dropped = [qa for qa in sample.qa if qa not in cut.qa]
+    assert dropped and all(not set(qa.evidence) <= kept or not qa.evidence for qa in dropped)
+    assert first_sessions(sample, 0) == sample == first_sessions(sample, 9)
 
 
 def test_speaker_a_is_the_user_and_speaker_b_another_named_human() -> None:

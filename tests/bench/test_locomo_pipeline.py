@@ -13,6 +13,7 @@ from bench.locomo.dataset import SYNTHETIC, load
 from bench.locomo.evaluate import Options, evaluate
 from bench.locomo.harness import pipeline_on
 from bench.locomo.scripted import script
+from memstream.config import load_settings
 from tests.support.scripted_llm import ScriptedLLM
 
 
@@ -58,12 +59,17 @@ def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
     assert progress["failures"] == 0 and sample["memories"] > 0
     assert sample["questions_excluded_adversarial"] == 2
     assert len(sample["questions"]) == 9
-    assert report["answer_llm"]["calls"] == 9 and report["judge_llm"]["calls"] == 9
+    # Every question answered twice (memstream, the whole transcript), every answer judged.
+    assert report["ways"] == ["memstream", "full_context"]
+    assert report["answer_llm"]["memstream"]["calls"] == 9
+    assert report["answer_llm"]["full_context"]["calls"] == 9
+    assert report["judge_llm"]["calls"] == 18
     assert report["extraction"]["calls"] == 3  # one semantic extraction per session
     # The memories carry the date their session took place, and the answerer sees it.
     marathon = next(q for q in sample["questions"] if "marathon" in q["question"])
-    assert any(line.startswith("[2 April 2024] ") for line in marathon["context"])
-    assert marathon["f1"] == 1.0
+    assert any(line.startswith("[2 April 2024] ") for line in marathon["memstream"]["context"])
+    assert marathon["memstream"]["f1"] == 1.0
+    assert marathon["memstream"]["gold_in_context"] == 1.0
     scores = report["scores"]
     assert scores["single-hop"]["f1"] == 1.0
     assert scores["multi-hop"]["f1"] == 1.0
@@ -72,3 +78,34 @@ def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
     assert scores["overall"]["questions"] == 9
     assert scores["overall"]["judged"] == 9
     assert scores["overall"]["j"] == scores["overall"]["f1"] == 8 / 9
+    # The baseline of the same run: the whole transcript holds more words than the memories.
+    full = report["scores_by_way"]["full_context"]["overall"]
+    assert full["questions"] == 9 and full["judged"] == 9
+    assert full["prompt_tokens_per_question"] > scores["overall"]["prompt_tokens_per_question"]
+    overall = next(row for row in report["comparison"] if row["category"] == "overall")
+    assert overall["memstream_f1"] == 8 / 9 and overall["full_context_f1"] == full["f1"]
+    assert overall["prompt_tokens_ratio"] < 1
+
+
+def test_full_context_only_needs_no_pipeline() -> None:
+    samples = load(SYNTHETIC)
+    with ScriptedLLM(default={"facts": []}) as llm:
+        script(llm, samples)
+        endpoint = Endpoint(llm.base_url, llm.model, "test", 60.0)
+
+        async def go() -> dict[str, Any]:
+            answerer = CountingChat(endpoint)
+            try:
+                return await evaluate(
+                    load_settings(environ={}), samples, answerer, None, Options(context="full")
+                )
+            finally:
+                await answerer.close()
+
+        report = asyncio.run(go())
+    assert report["ways"] == ["full_context"] and report["comparison"] == []
+    assert report["answer_llm"]["full_context"]["calls"] == 9
+    (sample,) = report["samples"]
+    assert "memories" not in sample
+    # Every gold answer of the synthetic sample is in its transcript, so the script answers it.
+    assert all(q["full_context"]["gold_in_context"] == 1.0 for q in sample["questions"])

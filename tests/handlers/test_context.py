@@ -73,3 +73,28 @@ def test_a_memory_already_in_the_profile_is_not_repeated() -> None:
         profile=PROFILE, memories=memories, history="", language="en", max_chars=500
     )
     assert block.count("The user works at Stripe.") == 1
+
+
+def test_each_memory_opens_with_the_day_it_was_learned() -> None:
+    from datetime import date
+
+    block = context_block(
+        profile={},
+        memories=[
+            ContextMemory("semantic", "The user works at Stripe.", date(2023, 5, 8)),
+            ContextMemory("episodic", "The user moved to Porto."),
+        ],
+        history="",
+        language="en",
+        max_chars=500,
+    )
+    assert "- [8 May 2023] The user works at Stripe." in block
+    assert "- The user moved to Porto." in block
+    chinese = context_block(
+        profile={},
+        memories=[ContextMemory("semantic", "用户喜欢咖啡。", date(2023, 5, 8))],
+        history="",
+        language="zh",
+        max_chars=500,
+    )
+    assert "- [2023年5月8日] 用户喜欢咖啡。" in chinese

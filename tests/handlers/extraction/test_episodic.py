@@ -118,6 +118,7 @@ def test_a_good_episode_is_parsed_with_the_snapshots_time_span() -> None:
             "participants": ["the user", "John", "assistant"],
             "started_at": "2026-01-31T12:00:00+00:00",
             "ended_at": "2026-01-31T12:40:00+00:00",
+            "happened": "May",
             "outcome": "They will fly to Porto on Friday 9 May.",
         },
     )
@@ -376,6 +377,8 @@ def test_a_chinese_episode() -> None:
         snap,
     )
     assert (memory.subject, memory.owner) == ("the user", "user")
-    assert memory.text == "用户昨天去银行面试，明天出结果。"
+    # Relative times are dates of the day it was said (the turns' 31 January 2026).
+    assert memory.text == "用户2026年1月30日去银行面试，2026年2月1日出结果。"
+    assert memory.attributes["happened"] == "2026年1月30日"
     assert memory.attributes["participants"] == ["the user", "李雷"]
     assert memory.attributes["title"] == "银行面试"

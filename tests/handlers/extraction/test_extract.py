@@ -129,6 +129,8 @@ async def test_blank_subject_answer_is_retried() -> None:
     [
         (EpisodicExtractor(), "What's the capital of Australia?"),
         (ProceduralExtractor(), "How's it going? Nice weather today."),
+        (SemanticExtractor(), "Hi! How's it going?"),
+        (EpisodicExtractor(), "Hey, I'm good, thanks! You?"),
     ],
 )
 async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(
@@ -151,7 +153,7 @@ async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(
     [
         (EpisodicExtractor(), "I went hiking with my sister yesterday."),
         (ProceduralExtractor(), "From now on, always answer me in French."),
-        (SemanticExtractor(), "How's it going?"),
+        (SemanticExtractor(), "I moved to Porto."),
         (TaxonomicExtractor(), "How's it going?"),
     ],
 )
