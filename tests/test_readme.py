@@ -147,3 +147,16 @@ def test_readme_commands_exist() -> None:
         assert (README.parent / script).is_file(), script
     ci = (README.parent / ".ci" / "run").read_text()
     assert "scripts/test.sh" in ci, ".ci/run must run the README's test command"
+
+
+def test_the_readmes_locomo_command_is_the_runners() -> None:
+    """The LoCoMo command in the README parses as written (running it needs the data set,
+    which is never shipped; tests/bench/test_locomo_pipeline.py runs the same code)."""
+    from bench.locomo.run import build_parser
+
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"python -m bench\.locomo\.run (.*?)\n```", text, re.DOTALL)
+    assert match is not None
+    args = build_parser().parse_args(match[1].replace("\\\n", " ").split())
+    assert (args.only, args.sessions, args.types) == ("conv-26", 4, "semantic,episodic")
+    assert args.embedded and args.context == "search" and not args.no_full_context

@@ -149,7 +149,7 @@ async def _run(
             await judge.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--data", required=True, help="locomo10.zip, locomo10.json, a directory, or 'synthetic'"
@@ -181,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedded", action="store_true", help="start the embedded pipeline")
     parser.add_argument("--timeout", type=float, default=3_600.0, help="catch-up, per conversation")
     parser.add_argument("--out", type=Path, required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     data = SYNTHETIC if args.data == "synthetic" else Path(args.data)
