@@ -658,3 +658,37 @@ def test_a_habit_is_a_lasting_fact() -> None:
     snap = chat(("user", "I'm always tired in the mornings."), ("assistant", "Same here!"))
     statement = "The user is tired in the mornings, always."
     assert [m.text for m in parse(answer(fact(statement)), snap)] == [statement]
+
+
+# --- issue 23: content, dates ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "John shared a photo.",
+        "John has shared a picture with the user.",
+        "John is happy to hear from the user.",
+    ],
+)
+def test_a_statement_without_content_is_dropped(statement: str) -> None:
+    assert parse(answer(fact(statement, subject="John"))) == []
+
+
+def test_a_photo_with_what_it_shows_is_kept() -> None:
+    snap = snapshot(
+        turns=[
+            {"name": "Tim", "content": "Look! [shares a photo of my new puppy, a beagle]"},
+            {"role": "assistant", "name": "John", "content": "So cute!"},
+        ]
+    )
+    (memory,) = parse(answer(fact("Tim shared a photo of his new beagle puppy.")), snap)
+    assert memory.subject == "the user" and "beagle" in memory.text
+
+
+def test_relative_times_in_a_fact_become_dates_of_the_day_it_was_said() -> None:
+    # The factories' turns take place on 31 January 2026 (a Saturday).
+    (memory,) = parse(answer(fact("The user visits Berlin next week with Maria.")))
+    assert memory.text == "The user visits Berlin the week after 31 January 2026 with Maria."
+    prompt = EXTRACTOR.prompt(multi_speaker())[1]["content"]
+    assert "The conversation took place on Saturday, 31 January 2026." in prompt
