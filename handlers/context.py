@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from events.memories import MEMORY_TYPES, MemoryType
+from handlers.extraction.dates import chinese_day, english_day
 from handlers.rendering import Language
 
 LABELS: dict[Language, dict[str, str]] = {
@@ -62,11 +63,7 @@ def dated_line(memory: ContextMemory, language: Language) -> str:
     day = memory.said_on
     if day is None:
         return f"- {memory.text}"
-    shown = (
-        f"{day.year}年{day.month}月{day.day}日"
-        if language == "zh"
-        else f"{day.day} {day:%B} {day.year}"
-    )
+    shown = chinese_day(day) if language == "zh" else english_day(day)
     return f"- [{shown}] {memory.text}"
 
 
