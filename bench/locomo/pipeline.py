@@ -29,6 +29,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 from bench.locomo.dataset import Sample, Session
+from handlers.extraction.dates import english_day
 from memstream.client import MemoryClient
 from memstream.config import Settings
 
@@ -163,7 +164,7 @@ def dated(memory: dict[str, Any]) -> str:
     """A memory as the answer LLM sees it: ``[8 May 2023] text`` (the date it was said)."""
     at = memory.get("created_at")
     if isinstance(at, datetime):
-        return f"[{at.day} {at:%B %Y}] {memory['text']}"
+        return f"[{english_day(at.date())}] {memory['text']}"
     return str(memory["text"])
 
 

@@ -8,6 +8,7 @@ memstream's memories, so a run's two sets of figures differ only by what the ans
 from __future__ import annotations
 
 from bench.locomo.dataset import Sample, Session
+from handlers.extraction.dates import english_day
 
 
 def session_heading(session: Session) -> str:
@@ -15,7 +16,7 @@ def session_heading(session: Session) -> str:
     at = session.at
     hour = at.hour % 12 or 12
     half = "am" if at.hour < 12 else "pm"
-    return f"[{at.day} {at:%B %Y}] Conversation {session.number} ({hour}:{at:%M} {half})"
+    return f"[{english_day(at.date())}] Conversation {session.number} ({hour}:{at:%M} {half})"
 
 
 def full_transcript(sample: Sample) -> str:
