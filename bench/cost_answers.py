@@ -17,11 +17,15 @@ from typing import Any
 
 from bench.cost_conversation import Exchange, Fact
 from tests.support.extraction_requests import OPENINGS
+from tests.support.reconcile_requests import (
+    AskedQuestion,
+    answer,
+    decision,
+    is_reconciliation,
+    questions,
+)
 
 Request = dict[str, Any]
-
-RECONCILE_OPENING = "You keep a long-term memory consistent"
-"""How `handlers.reconcile_prompt.SYSTEM_PROMPT` begins."""
 
 
 def _fact_json(fact: Fact) -> dict[str, Any]:
@@ -69,7 +73,7 @@ class ScriptedMemoryModel:
             return {"facts": [fact.statement for e in found for fact in e.facts]}
         if baseline == "update":
             return self.baseline_update(request)
-        if system.startswith(RECONCILE_OPENING):
+        if is_reconciliation(system):
             return self.reconcile(str(messages[-1].get("content", "")))
         conversation = str(messages[-1].get("content", "")) if messages else ""
         for memory_type, opening in OPENINGS.items():
@@ -87,36 +91,18 @@ class ScriptedMemoryModel:
         return [exchange for exchange in self.exchanges if exchange.user in text]
 
     def reconcile(self, question: str) -> dict[str, Any]:
-        """Our reconciliation question: "NEW: …\\nEXISTING:\\n1. …"."""
-        new_match = re.search(r"^NEW: (.*)$", question, re.MULTILINE)
-        new = new_match.group(1).strip() if new_match else ""
-        options = re.findall(r"^(\d+)\. (.*)$", question, re.MULTILINE)
-        fact = self.facts_by_statement.get(new)
-        for number, text in options:
+        """One reconciliation question or a batch (`tests.support.reconcile_requests`)."""
+        return answer(question, [self.decide(asked) for asked in questions(question)])
+
+    def decide(self, asked: AskedQuestion) -> dict[str, Any]:
+        fact = self.facts_by_statement.get(asked.new)
+        for number, text in asked.options:
             if fact is not None and fact.replaces == text.strip():
-                return {
-                    "new_info": new,
-                    "contradicts": int(number),
-                    "action": "UPDATE",
-                    "existing": int(number),
-                    "reason": "the value changed",
-                }
-        for number, text in options:
-            if text.strip() == new or (fact is not None and fact.same_as == text.strip()):
-                return {
-                    "new_info": "nothing",
-                    "contradicts": None,
-                    "action": "REINFORCE",
-                    "existing": int(number),
-                    "reason": "same meaning",
-                }
-        return {
-            "new_info": new,
-            "contradicts": None,
-            "action": "ADD",
-            "existing": None,
-            "reason": "new information",
-        }
+                return decision("UPDATE", number, "the value changed")
+        for number, text in asked.options:
+            if text.strip() == asked.new or (fact is not None and fact.same_as == text.strip()):
+                return decision("REINFORCE", number, "same meaning")
+        return decision("ADD", None, "new information")
 
 
 def update_decisions(

@@ -34,7 +34,7 @@ from handlers.reconcile import (
     Answer,
     KnownMemory,
     NewMemory,
-    Option,
+    Question,
     Thresholds,
     evolve,
     reconcile,
@@ -120,9 +120,12 @@ def nudged(vector: Sequence[float], rng: random.Random, amount: float) -> tuple[
     return tuple(v / norm for v in moved)
 
 
-async def _update_first(_new: NewMemory, options: Sequence[Option]) -> Answer:
+async def _update_first(questions: Sequence[Question]) -> list[Answer | None]:
     """The scripted LLM: a fact in the ambiguous band replaces the most similar candidate."""
-    return Answer("UPDATE", options[0].memory.memory_id, "the user said it changed")
+    return [
+        Answer("UPDATE", question.options[0].memory.memory_id, "the user said it changed")
+        for question in questions
+    ]
 
 
 def _turns(
@@ -262,7 +265,7 @@ async def _extracted(
         thresholds=THRESHOLDS,
         ask=_update_first,
     )
-    calls = (1 if news else 0) + decided.asked
+    calls = (1 if news else 0) + (1 if decided.asked else 0)
     usage = LLMUsage(calls=calls, prompt_tokens=900 * calls, completion_tokens=60 * calls)
     outcome = ExtractionOutcome(tuple(n.content for n in news), attempts=1 if news else 0)
     return extraction_record(snap, memory_type, outcome, decided.events, usage)

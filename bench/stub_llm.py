@@ -45,9 +45,8 @@ from typing import Any
 from bench.timed_llm import TOKEN, locker_facts
 from memstream.servers import LoopbackServer
 from tests.support.extraction_requests import EMPTY_ANSWERS, OPENINGS
+from tests.support.reconcile_requests import answer, decision, is_reconciliation, questions
 
-RECONCILE_OPENING = "You keep a long-term memory consistent"
-"""How `handlers.reconcile_prompt.SYSTEM_PROMPT` begins."""
 DIMENSIONS = 384
 """The embedding size of the local model (and of the projection workload's vectors)."""
 KINDS = ("chat", "embeddings")
@@ -61,7 +60,7 @@ def asked_about(body: Body) -> str:
     """What a chat request asks: a memory type's extraction, ``reconcile`` or ``unknown``."""
     messages = body.get("messages") or []
     system = str(messages[0].get("content") or "") if messages else ""
-    if system.startswith(RECONCILE_OPENING):
+    if is_reconciliation(system):
         return "reconcile"
     for memory_type, opening in OPENINGS.items():
         if system.startswith(opening):
@@ -80,13 +79,9 @@ def chat_answer(body: Body, facts: int) -> dict[str, Any]:
     """The JSON answer to a chat request (see the module doc)."""
     asked = asked_about(body)
     if asked == "reconcile":
-        return {
-            "new_info": "new",
-            "contradicts": None,
-            "action": "ADD",
-            "existing": None,
-            "reason": "new information",
-        }
+        question = str(body["messages"][-1].get("content") or "")
+        adds = [decision("ADD", None, "new information") for _ in questions(question)]
+        return answer(question, adds)
     if asked == "semantic":
         return locker_facts(session_token(body), facts)
     if asked in EMPTY_ANSWERS:

@@ -1,20 +1,26 @@
 """Reconciliation: what newly learned memories mean for what is already known.
 
-Each memory type's stage reconciles every new memory — extracted from a snapshot, or saved
-directly through the SDK — against the *current* memories of the same type and scope (`user_id`,
-and `agent_id` when given), one after the other, each decision seeing the ones before it
-(docs/architecture.md, "Reconciliation"):
+Each memory type's stage reconciles the new memories of one source — a snapshot's extraction,
+or a direct save through the SDK — against the *current* memories of the same type and scope
+(`user_id`, and `agent_id` when given), in two steps (docs/architecture.md, "Reconciliation"):
 
-1. **Candidates** are the known memories with the *same subject* — never another subject ("The
-   user likes coffee" and "John likes coffee" stay two memories) — whose vector comes from the
-   same embedding model (vectors of different models are never compared), ranked by cosine
-   similarity to the new memory.
-2. **REINFORCE without an LLM call** when the best candidate is at least `reinforce` similar:
-   a near-duplicate restates it.
-3. **Ask the LLM** when candidates are at least `ask` similar (the ambiguous middle band). It may
-   answer ADD, or UPDATE / REINFORCE naming one of the candidates it was shown; anything else is
-   an ADD, with the reason noted.
-4. **ADD** otherwise.
+1. **Plan** each new memory against what was known before the source:
+   - **candidates** are the known memories with the *same subject* — never another subject
+     ("The user likes coffee" and "John likes coffee" stay two memories) — whose vector comes
+     from the same embedding model (vectors of different models are never compared), ranked by
+     cosine similarity to the new memory;
+   - **REINFORCE without an LLM call** when the best candidate is at least `reinforce` similar
+     (a near-duplicate restates it);
+   - **ask the LLM** when candidates are at least `ask` similar (the ambiguous middle band);
+   - **ADD** otherwise.
+2. **Ask once** about all the ambiguous memories of the source (the `ask` port gets every
+   question together, so a snapshot costs one call per type, not one per memory), then
+   **decide in order**, each decision seeing the ones before it: an answer may be ADD, or UPDATE
+   / REINFORCE naming one of the candidates it was shown; anything else is an ADD, with the
+   reason noted. A decision whose candidate an earlier decision of the same source already
+   replaced is an ADD (never an UPDATE of a version that is gone); a new memory that an earlier
+   one of the same source already says (the same id, or at least `reinforce` similar) is a
+   REINFORCE of it.
 
 `reconcile` decides and writes the memory events; `evolve` is the one place that says how an
 event changes the known memories, used for new decisions and for results read back from the log.
@@ -117,8 +123,17 @@ class Answer:
     reason: str = ""
 
 
-Ask = Callable[[NewMemory, Sequence[Option]], Awaitable[Answer | None]]
-"""The LLM port: given a new memory and the options shown, its answer (None: no usable one)."""
+@dataclass(frozen=True)
+class Question:
+    """One ambiguous new memory and the candidates the LLM is shown for it."""
+
+    new: NewMemory
+    options: tuple[Option, ...]
+
+
+Ask = Callable[[Sequence[Question]], Awaitable[Sequence[Answer | None]]]
+"""The LLM port: given the questions of one source, an answer for each, in order (None: no
+usable one)."""
 
 
 @dataclass(frozen=True)
@@ -199,44 +214,99 @@ async def reconcile(
     thresholds: Thresholds,
     ask: Ask,
 ) -> Reconciliation:
-    """Decide, in order, what each new memory means for the known ones of its scope and type.
+    """Decide what each new memory of one source means for the known ones of its scope and type
+    (module doc: plan, ask once, decide in order).
 
     Only known memories of the source's user and agent are ever candidates, whatever the caller
     passes in `known` (docs/architecture.md, "Identity")."""
     scope = {memory.memory_id: memory for memory in known if in_scope(memory, source)}
+    plans = [
+        _plan(memory_type, new, scope.values(), thresholds, provenance.embedding_model)
+        for new in news
+    ]
+    questions = [
+        Question(new, plan.band) for new, plan in zip(news, plans, strict=True) if plan.band
+    ]
+    answers = list(await ask(questions)) if questions else []
+    if len(answers) != len(questions):
+        raise ValueError(f"{len(questions)} questions asked, {len(answers)} answers given")
+    pending = iter(answers)
     events: list[MemoryEvent] = []
     notes: list[str] = []
-    asked = 0
-    for new in news:
-        ranked = options_for(
-            memory_type, new, scope.values(), embedding_model=provenance.embedding_model
-        )
-        action: Action = "ADD"
-        target: Option | None = None
-        reason = "nothing similar about this subject"
-        by: Literal["rule", "llm"] = "rule"
-        if ranked and ranked[0].similarity >= thresholds.reinforce:
-            action, target, reason = "REINFORCE", ranked[0], "near-duplicate"
-        elif band := [o for o in ranked if o.similarity >= thresholds.ask][
-            : thresholds.max_options
-        ]:
-            asked += 1
-            by = "llm"
-            answer = await ask(new, band)
-            action, target, reason = _settled(band, answer)
-        if target is None and new_memory_id(memory_type, source.source_id, new.content) in scope:
-            # The same memory twice from one source: the second restates the first.
-            same = scope[new_memory_id(memory_type, source.source_id, new.content)]
-            action, target, reason = "REINFORCE", Option(same, 1.0), "repeated in the same source"
+    learned: list[str] = []
+    for new, plan in zip(news, plans, strict=True):
+        by: Literal["rule", "llm"] = "llm" if plan.band else "rule"
+        action, target, reason = _settled(plan.band, next(pending)) if plan.band else plan.rule
+        if target is not None and scope[target.memory.memory_id].version != target.memory.version:
+            action, target = "ADD", None
+            reason = "its candidate was replaced by an earlier memory of the same source"
+        if target is None:
+            action, target, reason = _restating(
+                memory_type, new, source, scope, learned, thresholds, provenance
+            ) or (action, None, reason)
+        if target is not None:
+            target = Option(scope[target.memory.memory_id], target.similarity)
         stamped = provenance.model_copy(update={"reconciled_by": by})
         event = _event(
             memory_type, action, new, target.memory if target else None, source, reason, stamped
         )
         events.append(event)
         scope = evolve(scope, [event])
+        if not isinstance(event, MemoryReinforced):
+            learned.append(event.memory_id)
         similarity = f" ({target.similarity:.3f})" if target else ""
         notes.append(f"{action} {event.memory_id}{similarity}: {reason}")
-    return Reconciliation(tuple(events), tuple(scope.values()), tuple(notes), asked)
+    return Reconciliation(tuple(events), tuple(scope.values()), tuple(notes), len(questions))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the rules say about one new memory before anything of its source is decided: a
+    decision (`rule`), or the candidates to ask the LLM about (`band`)."""
+
+    rule: tuple[Action, Option | None, str]
+    band: tuple[Option, ...] = ()
+
+
+def _plan(
+    memory_type: MemoryType,
+    new: NewMemory,
+    known: Iterable[KnownMemory],
+    thresholds: Thresholds,
+    embedding_model: str,
+) -> _Plan:
+    ranked = options_for(memory_type, new, known, embedding_model=embedding_model)
+    if ranked and ranked[0].similarity >= thresholds.reinforce:
+        return _Plan(("REINFORCE", ranked[0], "near-duplicate"))
+    band = [o for o in ranked if o.similarity >= thresholds.ask][: thresholds.max_options]
+    if band:
+        return _Plan(("ADD", None, "asked"), tuple(band))
+    return _Plan(("ADD", None, "nothing similar about this subject"))
+
+
+def _restating(
+    memory_type: MemoryType,
+    new: NewMemory,
+    source: Source,
+    scope: Mapping[str, KnownMemory],
+    learned: Sequence[str],
+    thresholds: Thresholds,
+    provenance: Provenance,
+) -> tuple[Action, Option, str] | None:
+    """A REINFORCE when an earlier memory of the same source already says what `new` says:
+    the same memory id (a collision otherwise), or a near-duplicate of it."""
+    same = scope.get(new_memory_id(memory_type, source.source_id, new.content))
+    if same is not None:
+        return "REINFORCE", Option(same, 1.0), "repeated in the same source"
+    earlier = options_for(
+        memory_type,
+        new,
+        [scope[memory_id] for memory_id in learned],
+        embedding_model=provenance.embedding_model,
+    )
+    if earlier and earlier[0].similarity >= thresholds.reinforce:
+        return "REINFORCE", earlier[0], "near-duplicate of an earlier memory of the same source"
+    return None
 
 
 def in_scope(memory: KnownMemory, source: Source) -> bool:

@@ -62,7 +62,7 @@ from handlers.forgetting import (
 from handlers.inputs import InvalidRecord, ResultRecord, read_snapshots_record
 from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
-from handlers.reconcile import Answer, KnownMemory, NewMemory, Option, Source, reconcile
+from handlers.reconcile import Answer, KnownMemory, NewMemory, Question, Source, reconcile
 from handlers.sealing import KeyDestroyed
 from streams.app import faust_app, raw_table, raw_topic
 from streams.consuming import ConcurrentRecords
@@ -276,20 +276,19 @@ class ExtractionStage:
         """The decisions about `news`, and the answers of the LLM calls they took."""
         answers: list[ChatAnswer] = []
 
-        async def ask(new: NewMemory, options: Sequence[Option]) -> Answer | None:
-            answer, given = await through_outages(
+        async def ask(questions: Sequence[Question]) -> list[Answer | None]:
+            decided, given = await through_outages(
                 partial(
-                    reconcile_prompt.ask,
+                    reconcile_prompt.ask_all,
                     self.llm,
-                    new,
-                    options,
+                    questions,
                     attempts=self.settings.llm_attempts,
                     max_answer_bytes=self.settings.extraction_limits.max_answer_bytes,
                 ),
-                f"{what}: asking about an ambiguous memory",
+                f"{what}: asking about {len(questions)} ambiguous memories",
             )
             answers.extend(given)
-            return answer
+            return decided
 
         known = await self.known(source.user_id)
         result = await reconcile(

@@ -21,6 +21,8 @@ from typing import Any
 
 from bench.locomo.dataset import Sample
 from bench.locomo.scoring import answer_tokens, scored_gold, token_f1
+from handlers.reconcile_prompt import OPENING
+from tests.support.reconcile_requests import answer, decision, questions
 from tests.support.scripted_llm import ScriptedLLM, last_user_text
 
 NOT_MENTIONED = "not mentioned"
@@ -71,21 +73,18 @@ def script(llm: ScriptedLLM, samples: list[Sample]) -> None:
 
     llm.on(lambda text: "Gold answer:" in text and "Generated answer:" in text, judge)
     llm.on(lambda text: "Context:" in text and "Question:" in text, answer)
-    llm.on(
-        "You keep a long-term memory consistent",
-        {
-            "new_info": "new",
-            "contradicts": None,
-            "action": "ADD",
-            "existing": None,
-            "reason": "new",
-        },
-    )
+    llm.on(OPENING, reconciled)
     for sample in samples:
         for session in sample.sessions:
             first = session.turns[0].content if session.turns else ""
             facts = observation_facts(sample, session.number)
             llm.on(_extraction_of(first), facts)
+
+
+def reconciled(request: dict[str, Any]) -> dict[str, Any]:
+    """Every new memory of a reconciliation question is new: ADD."""
+    question = last_user_text(request)
+    return answer(question, [decision("ADD", None, "new") for _ in questions(question)])
 
 
 def _extraction_of(first_turn: str) -> Callable[[str], bool]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -82,6 +83,7 @@ from handlers.reconcile import (
     KnownMemory,
     NewMemory,
     Option,
+    Question,
     Source,
     Thresholds,
     cosine,
@@ -176,19 +178,28 @@ async def decide(
     *,
     attempts: int,
     provenance: Provenance,
+    answered: tuple[Answer | None, Sequence[Request]] | None = None,
 ) -> Outcome:
-    """Reconcile the pair's new memory in its scope as the extraction stage does."""
+    """Reconcile the pair's new memory in its scope as the extraction stage does: its question
+    asked alone, or (`answered`) the answer it got in a batch and the batch's requests."""
     pair = item.ranked.pair
     timed = TimedChatModel(llm)
     shown: list[str] = []
     unusable = False
 
-    async def ask(new: NewMemory, options: Sequence[Option]) -> Answer | None:
+    async def ask(questions: Sequence[Question]) -> list[Answer | None]:
         nonlocal unusable
-        shown.extend(option.memory.memory_id for option in options)
-        answer, _ = await reconcile_prompt.ask(timed, new, options, attempts=attempts)
+        (question,) = questions
+        shown.extend(option.memory.memory_id for option in question.options)
+        if answered is not None:
+            answer, requests = answered
+            timed.requests.extend(requests)
+        else:
+            answer, _ = await reconcile_prompt.ask(
+                timed, question.new, question.options, attempts=attempts
+            )
         unusable = answer is None
-        return answer
+        return [answer]
 
     source = Source(
         source_id=f"eval-{pair.id}",
@@ -244,19 +255,84 @@ async def evaluate(
     attempts: int,
     provenance: Provenance,
     warmup: bool,
+    batch: int = 1,
 ) -> list[Outcome]:
+    """Every pair's outcome; with `batch` > 1 the LLM-band pairs are asked `batch` at a time in
+    one call each (`batches`), as the extraction stage asks a snapshot's ambiguous memories."""
     if warmup and any(
         zone(item.ranked, thresholds.reinforce, thresholds.ask) == "LLM" for item in items
     ):
         await llm.complete_json(
             [{"role": "user", "content": 'Answer with the JSON object {"ok": true}.'}]
         )
+    answered: dict[str, tuple[Answer | None, Sequence[Request]]] = {}
+    if batch > 1:
+        band = [i for i in items if zone(i.ranked, thresholds.reinforce, thresholds.ask) == "LLM"]
+        for chunk in batches(band, batch):
+            answered |= await ask_batch(chunk, thresholds, llm, attempts=attempts)
     outcomes = []
     for item in items:
-        outcome = await decide(item, thresholds, llm, attempts=attempts, provenance=provenance)
+        outcome = await decide(
+            item,
+            thresholds,
+            llm,
+            attempts=attempts,
+            provenance=provenance,
+            answered=answered.get(item.ranked.pair.id),
+        )
         outcomes.append(outcome)
         _print_outcome(outcome, item.ranked)
     return outcomes
+
+
+def batches(items: Sequence[Prepared], size: int) -> list[list[Prepared]]:
+    """The pairs in groups of `size` of one language each (a snapshot is in one language), in an
+    order that mixes the kinds (sorted by a hash of the pair id, so the grouping is the same on
+    every run and does not follow the file's order of kinds)."""
+    groups: list[list[Prepared]] = []
+    for language in sorted({item.ranked.pair.language for item in items}):
+        same = [item for item in items if item.ranked.pair.language == language]
+        same.sort(key=lambda item: hashlib.sha256(item.ranked.pair.id.encode()).hexdigest())
+        groups.extend(same[start : start + size] for start in range(0, len(same), size))
+    return groups
+
+
+async def ask_batch(
+    chunk: Sequence[Prepared], thresholds: Thresholds, llm: ChatModel, *, attempts: int
+) -> dict[str, tuple[Answer | None, Sequence[Request]]]:
+    """Ask the questions of `chunk` in one call (`handlers.reconcile_prompt.ask_all`): each
+    pair's answer, the first pair carrying the call's requests (so usage counts them once)."""
+    questions = [Question(item.new, tuple(await band_of(item, thresholds))) for item in chunk]
+    timed = TimedChatModel(llm)
+    decided, _ = await reconcile_prompt.ask_all(
+        timed, questions, attempts=attempts, per_call=len(questions)
+    )
+    return {
+        item.ranked.pair.id: (answer, timed.requests if n == 0 else ())
+        for n, (item, answer) in enumerate(zip(chunk, decided, strict=True))
+    }
+
+
+async def band_of(item: Prepared, thresholds: Thresholds) -> list[Option]:
+    """The candidates the pair's question shows: what `reconcile` itself asks about."""
+    shown: list[Option] = []
+
+    async def capture(questions: Sequence[Question]) -> list[Answer | None]:
+        shown.extend(questions[0].options)
+        return [None]
+
+    source = Source(
+        source_id="band", user_id=USER_ID, agent_id=None,
+        evidence=Evidence(source="sdk", observed_at=CLOCK), occurred_at=CLOCK,
+    )  # fmt: skip
+    provenance = Provenance(
+        llm_model="-", embedding_model=item.scope[0].embedding_model, embedding_dimensions=1
+    )
+    await reconcile(
+        item.ranked.pair.memory_type, [item.new], item.scope, source=source,
+        provenance=provenance, thresholds=thresholds, ask=capture,
+    )  # fmt: skip
+    return shown
 
 
 def _print_outcome(outcome: Outcome, ranked: Ranked) -> None:
@@ -302,6 +378,7 @@ def report_json(
     attempts: int,
     system_prompt: Path | None,
     outcomes: Sequence[Outcome] | None,
+    batch: int = 1,
 ) -> dict[str, Any]:
     rankeds = [item.ranked for item in prepared]
     by_id = {o.pair.id: o for o in outcomes or ()}
@@ -319,6 +396,9 @@ def report_json(
         "system_prompt": reconcile_prompt.SYSTEM_PROMPT,
         "distractors": distractors,
         "attempts": attempts,
+        "batch": batch,
+        "batch_prompt_version": reconcile_prompt.BATCH_PROMPT_VERSION if batch > 1 else None,
+        "batch_system_prompt": reconcile_prompt.BATCH_SYSTEM_PROMPT if batch > 1 else None,
         "selection_rule": asdict(rule),
         "choice": asdict(choice),
         "thresholds": asdict(thresholds),
@@ -404,6 +484,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--distractors", type=int, default=2, help="distractors per scope")
     parser.add_argument("--max-options", type=int, default=3, help="candidates the LLM sees")
     parser.add_argument("--attempts", type=int, default=3, help="LLM attempts per memory")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="ask the LLM-band pairs this many at a time in one call (2-8), as a snapshot's",
+    )
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
     parser.add_argument("--max-tokens", type=int, default=1024)
@@ -419,6 +505,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--local starts its own server: do not also give --base-url/--model")
     if args.embed_only and (args.local or args.base_url or args.model):
         parser.error("--embed-only uses no LLM")
+    if not 1 <= args.batch <= len(reconcile_prompt.LETTERS):
+        parser.error(f"--batch must be between 1 and {len(reconcile_prompt.LETTERS)}")
     return args
 
 
@@ -478,6 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             attempts=args.attempts,
             system_prompt=args.system_prompt,
             outcomes=outcomes,
+            batch=args.batch,
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
@@ -595,6 +684,7 @@ def _run(
             attempts=args.attempts,
             provenance=provenance,
             warmup=not args.no_warmup,
+            batch=args.batch,
         )
     )
 

@@ -189,7 +189,7 @@ async def in_process(
     return session, time.monotonic() - started
 
 
-async def _never_asked(*_: Any) -> None:
+async def _never_asked(*_: Any) -> list[None]:
     raise AssertionError("a new user has no memory to ask about")
 
 

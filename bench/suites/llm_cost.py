@@ -31,12 +31,13 @@ import openai
 
 from bench import per_message_baseline as baseline
 from bench.core import Aim, BenchContext, Figure, SuiteResult
-from bench.cost_answers import RECONCILE_OPENING, ScriptedMemoryModel, update_decisions
+from bench.cost_answers import ScriptedMemoryModel, update_decisions
 from bench.cost_conversation import SESSIONS, USER_ID, all_exchanges
 from bench.cost_conversation import turn_count as conversation_turns
 from bench.tokens import TokenCounter, load_token_counter
 from tests.support.extraction_requests import OPENINGS
 from tests.support.pipeline import PipelineHarness
+from tests.support.reconcile_requests import is_reconciliation
 from tests.support.scripted_llm import ScriptedLLM
 
 TYPES = ("semantic", "episodic", "procedural", "taxonomic")
@@ -61,7 +62,7 @@ def kind_of(request: dict[str, Any]) -> str:
     if found:
         return f"baseline-{found}"
     first = str((request.get("messages") or [{}])[0].get("content", ""))
-    if first.startswith(RECONCILE_OPENING):
+    if is_reconciliation(first):
         return "reconcile"
     for memory_type, opening in OPENINGS.items():
         if first.startswith(opening):

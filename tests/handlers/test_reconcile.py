@@ -16,7 +16,7 @@ from handlers.reconcile import (
     Answer,
     KnownMemory,
     NewMemory,
-    Option,
+    Question,
     Reconciliation,
     Thresholds,
     cosine,
@@ -32,9 +32,10 @@ THRESHOLDS = Thresholds(reinforce=0.95, ask=0.8)
 MODEL = "scripted-embedding"
 
 
-def at_similarity(similarity: float) -> tuple[float, float]:
-    """A unit vector whose cosine with (1, 0) is `similarity`."""
-    return (similarity, math.sqrt(1 - similarity * similarity))
+def at_similarity(similarity: float, side: int = 1) -> tuple[float, float]:
+    """A unit vector whose cosine with (1, 0) is `similarity` (`side` -1: mirrored, so two
+    such vectors on either side are far from each other)."""
+    return (similarity, side * math.sqrt(1 - similarity * similarity))
 
 
 def known(
@@ -57,25 +58,37 @@ def known(
 
 
 def new(
-    text: str, *, subject: str = "the user", similarity: float = 1.0, **attributes: Any
+    text: str,
+    *,
+    subject: str = "the user",
+    similarity: float = 1.0,
+    side: int = 1,
+    **attributes: Any,
 ) -> NewMemory:
     return NewMemory(
-        f.content(subject=subject, text=text, attributes=attributes), at_similarity(similarity)
+        f.content(subject=subject, text=text, attributes=attributes),
+        at_similarity(similarity, side),
     )
 
 
 class ScriptedAsk:
-    """The LLM port: answers in order, recording what it was shown."""
+    """The LLM port: answers in order, recording what it was shown and how many calls."""
 
     def __init__(self, *answers: Answer | None) -> None:
         self.answers = list(answers)
         self.shown: list[tuple[str, list[str]]] = []
+        self.calls = 0
 
-    async def __call__(self, memory: NewMemory, options: Sequence[Option]) -> Answer | None:
-        self.shown.append((memory.content.text, [o.memory.memory_id for o in options]))
-        if not self.answers:
-            raise AssertionError("the LLM was asked more often than scripted")
-        return self.answers.pop(0)
+    async def __call__(self, questions: Sequence[Question]) -> list[Answer | None]:
+        self.calls += 1
+        given = []
+        for question in questions:
+            memory, options = question.new, question.options
+            self.shown.append((memory.content.text, [o.memory.memory_id for o in options]))
+            if not self.answers:
+                raise AssertionError("the LLM was asked more often than scripted")
+            given.append(self.answers.pop(0))
+        return given
 
 
 def run(
@@ -199,6 +212,52 @@ def test_the_same_memory_twice_in_one_source_reinforces_instead_of_colliding() -
     first, second = result.events
     assert isinstance(second, MemoryReinforced) and second.memory_id == first.memory_id
     assert "repeated in the same source" in result.notes[1]
+
+
+def test_the_ambiguous_memories_of_one_source_are_asked_in_one_call() -> None:
+    lisbon = known("The user lives in Lisbon.", memory_id="m-city")
+    cats = known("The user has two cats.", subject="the user", memory_id="m-cats")
+    ask = ScriptedAsk(Answer("UPDATE", "m-city", "moved"), Answer("ADD", reason="another pet"))
+    result = run(
+        [
+            new("The user lives in Porto.", similarity=0.9),
+            new("The user has a dog.", similarity=0.85, side=-1),
+        ],
+        [lisbon, cats],
+        ask,
+    )
+    assert ask.calls == 1 and result.asked == 2
+    update, added = result.events
+    assert isinstance(update, MemoryUpdated) and update.memory_id == "m-city"
+    assert isinstance(added, MemoryAdded)
+    assert all(e.provenance and e.provenance.reconciled_by == "llm" for e in result.events)
+
+
+def test_a_decision_whose_candidate_an_earlier_one_replaced_is_an_add() -> None:
+    lisbon = known("The user lives in Lisbon.", memory_id="m-city")
+    ask = ScriptedAsk(Answer("UPDATE", "m-city", "moved"), Answer("UPDATE", "m-city", "moved"))
+    result = run(
+        [
+            new("The user lives in Porto.", similarity=0.9),
+            new("The user lives in Faro.", similarity=0.88, side=-1),
+        ],
+        [lisbon],
+        ask,
+    )
+    first, second = result.events
+    assert isinstance(first, MemoryUpdated) and first.version == 2
+    assert isinstance(second, MemoryAdded)
+    assert "replaced by an earlier memory of the same source" in result.notes[1]
+
+
+def test_an_ask_port_that_answers_another_number_of_questions_is_an_error() -> None:
+    async def short(questions: Sequence[Question]) -> list[Answer | None]:
+        return []
+
+    porto = new("The user lives in Porto.", similarity=0.9)
+    lisbon = known("The user lives in Lisbon.")
+    with pytest.raises(ValueError, match="1 questions asked, 0 answers given"):
+        run([porto], [lisbon], short)  # type: ignore[arg-type]
 
 
 def test_the_llm_is_shown_at_most_max_options_most_similar_first() -> None:

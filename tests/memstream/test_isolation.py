@@ -218,8 +218,10 @@ def _reconcile_every_user(
                 occurred_at=f.at(0),
             )
 
-            async def ask(new: NewMemory, options: Any, user: str = user) -> None:
-                shown.append((user, [option.memory.memory_id for option in options]))
+            async def ask(questions: Any, user: str = user) -> list[None]:
+                for question in questions:
+                    shown.append((user, [option.memory.memory_id for option in question.options]))
+                return [None] * len(questions)
 
             first, second = rng.sample(WORDS[:3], 2)
             texts = [f"The user likes {first}.", f"The user likes {first} and {second}."]

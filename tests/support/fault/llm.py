@@ -3,8 +3,8 @@
 * an **extraction** request is answered with the facts of the workload's contents found in its
   conversation, in order (the same snapshot always gets the same answer, so a re-extraction
   after a crash could not tell);
-* a **reconcile** question is answered UPDATE when NEW is the next step of a chain after one of
-  the EXISTING memories, else ADD;
+* a **reconcile** question (one, or a batch) is answered UPDATE for each new memory that is the
+  next step of a chain after one of its EXISTING memories, else ADD;
 * a conversation with the garble marker is always answered with garbage (poison: dead letter);
 * while `garbling` is on, the *first* attempt of an extraction is garbage and the retry (which
   carries the correction) gets the right answer: the stage must retry, not dead-letter.
@@ -18,11 +18,11 @@ from typing import Any
 
 from tests.support.extraction_requests import OPENINGS
 from tests.support.fault.workload import GARBLE_MARKER, Workload
+from tests.support.reconcile_requests import AskedQuestion, answer, decision, questions
 from tests.support.scripted_llm import ScriptedLLM
 
 GARBAGE = "Sure! Here are the facts you asked for: the user, probably."
 _LINE = re.compile(r"^\[[^\]]+\]: (?P<content>.*)$")
-_OPTION = re.compile(r"^(?P<number>\d+)\. (?P<text>.*)$")
 
 
 class WorkloadLLM:
@@ -35,7 +35,11 @@ class WorkloadLLM:
         self.garbage_answers = 0
 
     def install(self, llm: ScriptedLLM) -> None:
-        llm.on(lambda text: text.lstrip().startswith("NEW:"), self.reconcile, scope="last_user")
+        llm.on(
+            lambda text: text.lstrip().startswith(("NEW:", "EXISTING:")),
+            self.reconcile,
+            scope="last_user",
+        )
         llm.on(lambda text: OPENINGS["semantic"] in text, self.extract)
 
     def extract(self, request: dict[str, Any]) -> str:
@@ -58,25 +62,13 @@ class WorkloadLLM:
 
     def reconcile(self, request: dict[str, Any]) -> dict[str, Any]:
         question = str(request["messages"][-1]["content"])
-        new = question.splitlines()[0].removeprefix("NEW:").strip()
-        for line in question.splitlines():
-            option = _OPTION.match(line.strip())
-            if option and (option["text"], new) in self.links:
-                number = int(option["number"])
-                return {
-                    "new_info": new,
-                    "contradicts": number,
-                    "action": "UPDATE",
-                    "existing": number,
-                    "reason": "a later step of the chain",
-                }
-        return {
-            "new_info": new,
-            "contradicts": None,
-            "action": "ADD",
-            "existing": None,
-            "reason": "different",
-        }
+        return answer(question, [self.decide(asked) for asked in questions(question)])
+
+    def decide(self, asked: AskedQuestion) -> dict[str, Any]:
+        for number, text in asked.options:
+            if (text, asked.new) in self.links:
+                return decision("UPDATE", number, "a later step of the chain")
+        return decision("ADD", None, "different")
 
 
 def fact(statement: str) -> dict[str, Any]:
