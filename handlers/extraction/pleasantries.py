@@ -26,7 +26,7 @@ _PLEASANTRY = re.compile(
     r"you too|same here|and you|how about you|you|lol|haha+|ok+|okay|sure|yes|yeah|yep|no|nope|"
     r"cool|nice|great|awesome|wow)\b"
     r"|你好|您好|嗨|哈喽|早上好|下午好|晚上好|早安|晚安|谢谢|多谢|感谢|不客气|再见|拜拜|回头见|"
-    r"最近怎么样|最近好吗|你好吗|挺好的|很好|还好|不错|好的|好|嗯|哈哈+|是的|没问题",
+    r"最近怎么样|最近好吗|你好吗|你呢|我也|挺好的|很好|还好|不错|好的|好|嗯|哈哈+|是的|没问题",
     re.IGNORECASE,
 )
 

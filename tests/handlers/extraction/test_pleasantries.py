@@ -16,6 +16,8 @@ from tests.factories import snapshot
         "Hey, I'm good, thanks! You?",
         "Thanks, Caroline!",
         "好的，谢谢！",
+        "挺好的，谢谢！你呢？",
+        "我也很好，谢谢！",
         "bye, see you soon",
     ],
 )
@@ -29,6 +31,7 @@ def test_greetings_thanks_and_goodbyes_are_pleasantries(said: str) -> None:
         "Hi! I went to a support group yesterday.",
         "Thanks! My daughter loved the pottery class.",
         "我下周去北京",
+        "我也去北京",
         "Good to see you, I'm swamped with the kids and work.",
     ],
 )
