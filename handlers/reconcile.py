@@ -13,14 +13,17 @@ or a direct save through the SDK — against the *current* memories of the same 
      (a near-duplicate restates it);
    - **ask the LLM** when candidates are at least `ask` similar (the ambiguous middle band);
    - **ADD** otherwise.
-2. **Ask once** about all the ambiguous memories of the source (the `ask` port gets every
-   question together, so a snapshot costs one call per type, not one per memory), then
-   **decide in order**, each decision seeing the ones before it: an answer may be ADD, or UPDATE
-   / REINFORCE naming one of the candidates it was shown; anything else is an ADD, with the
-   reason noted. A decision whose candidate an earlier decision of the same source already
-   replaced is an ADD (never an UPDATE of a version that is gone); a new memory that an earlier
-   one of the same source already says (the same id, or at least `reinforce` similar) is a
-   REINFORCE of it.
+2. **Ask in waves**: the new memories of a source that cannot change each other's plan — not
+   similar enough to be each other's candidate, no candidate in common — are planned against
+   the same known memories and their ambiguous ones asked together (the `ask` port gets every
+   question of a wave at once, so a snapshot costs one call per type, not one per memory); a
+   memory entangled with an earlier one of its source waits for the next wave and is planned
+   against the memories as that one left them. The decisions are the ones asking one memory at
+   a time in the source's order would give: a chain said in one snapshot ("lived in Lisbon,
+   then moved to Porto") UPDATEs step by step, and a source without such chains asks once.
+   An answer may be ADD, or UPDATE / REINFORCE naming one of the candidates it was shown;
+   anything else is an ADD, with the reason noted. A new memory that an earlier one of the
+   same source already says (the same id) is a REINFORCE of it.
 
 `reconcile` decides and writes the memory events; `evolve` is the one place that says how an
 event changes the known memories, used for new decisions and for results read back from the log.
@@ -220,43 +223,77 @@ async def reconcile(
     Only known memories of the source's user and agent are ever candidates, whatever the caller
     passes in `known` (docs/architecture.md, "Identity")."""
     scope = {memory.memory_id: memory for memory in known if in_scope(memory, source)}
-    plans = [
-        _plan(memory_type, new, scope.values(), thresholds, provenance.embedding_model)
-        for new in news
-    ]
-    questions = [
-        Question(new, plan.band) for new, plan in zip(news, plans, strict=True) if plan.band
-    ]
-    answers = list(await ask(questions)) if questions else []
-    if len(answers) != len(questions):
-        raise ValueError(f"{len(questions)} questions asked, {len(answers)} answers given")
-    pending = iter(answers)
     events: list[MemoryEvent] = []
     notes: list[str] = []
-    learned: list[str] = []
-    for new, plan in zip(news, plans, strict=True):
-        by: Literal["rule", "llm"] = "llm" if plan.band else "rule"
-        action, target, reason = _settled(plan.band, next(pending)) if plan.band else plan.rule
-        if target is not None and scope[target.memory.memory_id].version != target.memory.version:
-            action, target = "ADD", None
-            reason = "its candidate was replaced by an earlier memory of the same source"
-        if target is None:
-            action, target, reason = _restating(
-                memory_type, new, source, scope, learned, thresholds, provenance
-            ) or (action, None, reason)
-        if target is not None:
-            target = Option(scope[target.memory.memory_id], target.similarity)
-        stamped = provenance.model_copy(update={"reconciled_by": by})
-        event = _event(
-            memory_type, action, new, target.memory if target else None, source, reason, stamped
-        )
-        events.append(event)
-        scope = evolve(scope, [event])
-        if not isinstance(event, MemoryReinforced):
-            learned.append(event.memory_id)
-        similarity = f" ({target.similarity:.3f})" if target else ""
-        notes.append(f"{action} {event.memory_id}{similarity}: {reason}")
-    return Reconciliation(tuple(events), tuple(scope.values()), tuple(notes), len(questions))
+    asked = 0
+    waiting = list(news)
+    while waiting:
+        plans = [
+            _plan(memory_type, new, scope.values(), thresholds, provenance.embedding_model)
+            for new in waiting
+        ]
+        wave, waiting = _wave(memory_type, waiting, plans, thresholds)
+        questions = [Question(new, plan.band) for new, plan in wave if plan.band]
+        answers = list(await ask(questions)) if questions else []
+        if len(answers) != len(questions):
+            raise ValueError(f"{len(questions)} questions asked, {len(answers)} answers given")
+        asked += len(questions)
+        pending = iter(answers)
+        for new, plan in wave:
+            by: Literal["rule", "llm"] = "llm" if plan.band else "rule"
+            action, target, reason = _settled(plan.band, next(pending)) if plan.band else plan.rule
+            if target is None:
+                restated = _restating(memory_type, new, source, scope)
+                action, target, reason = restated or (action, None, reason)
+            stamped = provenance.model_copy(update={"reconciled_by": by})
+            replaced = target.memory if target else None
+            event = _event(memory_type, action, new, replaced, source, reason, stamped)
+            events.append(event)
+            scope = evolve(scope, [event])
+            similarity = f" ({target.similarity:.3f})" if target else ""
+            notes.append(f"{action} {event.memory_id}{similarity}: {reason}")
+    return Reconciliation(tuple(events), tuple(scope.values()), tuple(notes), asked)
+
+
+def _wave(
+    memory_type: MemoryType,
+    waiting: Sequence[NewMemory],
+    plans: Sequence[_Plan],
+    thresholds: Thresholds,
+) -> tuple[list[tuple[NewMemory, _Plan]], list[NewMemory]]:
+    """The waiting memories decided in this wave (each with its plan), in order, and those
+    that wait for the next: a memory waits when it is entangled with an earlier one of its
+    source that is not decided yet (it waits, or is in this wave)."""
+    wave: list[tuple[NewMemory, _Plan]] = []
+    later: list[tuple[NewMemory, _Plan]] = []
+    for new, plan in zip(waiting, plans, strict=True):
+        earlier = (*wave, *later)
+        if any(_entangled(memory_type, (new, plan), other, thresholds) for other in earlier):
+            later.append((new, plan))
+        else:
+            wave.append((new, plan))
+    return wave, [new for new, _ in later]
+
+
+def _entangled(
+    memory_type: MemoryType,
+    one: tuple[NewMemory, _Plan],
+    other: tuple[NewMemory, _Plan],
+    thresholds: Thresholds,
+) -> bool:
+    """Whether deciding one of two new memories of a source can change the other's plan: they
+    share a candidate (an UPDATE of it changes what the other is compared with), or each could
+    be the other's candidate once decided (same subject and at least `ask` similar; any two
+    terms of the same name, whose REINFORCE merges aliases that decide what is the same
+    subject)."""
+    (new, plan), (new_other, plan_other) = one, other
+    if plan.touched & plan_other.touched:
+        return True
+    if not same_subject(memory_type, new.content, new_other.content):
+        return False
+    return (
+        memory_type == "taxonomic" or cosine(new.embedding, new_other.embedding) >= thresholds.ask
+    )
 
 
 @dataclass(frozen=True)
@@ -266,6 +303,13 @@ class _Plan:
 
     rule: tuple[Action, Option | None, str]
     band: tuple[Option, ...] = ()
+
+    @property
+    def touched(self) -> frozenset[str]:
+        """The known memories a decision of this plan may change."""
+        target = self.rule[1]
+        ids = {option.memory.memory_id for option in self.band}
+        return frozenset(ids | ({target.memory.memory_id} if target else set()))
 
 
 def _plan(
@@ -289,23 +333,12 @@ def _restating(
     new: NewMemory,
     source: Source,
     scope: Mapping[str, KnownMemory],
-    learned: Sequence[str],
-    thresholds: Thresholds,
-    provenance: Provenance,
 ) -> tuple[Action, Option, str] | None:
-    """A REINFORCE when an earlier memory of the same source already says what `new` says:
-    the same memory id (a collision otherwise), or a near-duplicate of it."""
+    """A REINFORCE when an earlier memory of the same source already has the id `new` would be
+    ADDed under (it says the same about the same subject): never a colliding ADD."""
     same = scope.get(new_memory_id(memory_type, source.source_id, new.content))
     if same is not None:
         return "REINFORCE", Option(same, 1.0), "repeated in the same source"
-    earlier = options_for(
-        memory_type,
-        new,
-        [scope[memory_id] for memory_id in learned],
-        embedding_model=provenance.embedding_model,
-    )
-    if earlier and earlier[0].similarity >= thresholds.reinforce:
-        return "REINFORCE", earlier[0], "near-duplicate of an earlier memory of the same source"
     return None
 
 

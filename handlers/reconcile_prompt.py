@@ -14,6 +14,7 @@ target).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 
 PROMPT_VERSION = "reconcile-2"
 BATCH_PROMPT_VERSION = "reconcile-batch-1"
-MAX_QUESTIONS_PER_CALL = 8
-"""Questions one batched call carries at most; more are asked in further calls."""
 
 OPENING = "You keep a long-term memory consistent."
 """How both system prompts begin (scripted models in tests recognise a reconciliation by it)."""
@@ -234,7 +233,7 @@ class Batch:
 
 
 LETTERS = "ABCDEFGH"
-"""How the new memories of one batched call are named (`MAX_QUESTIONS_PER_CALL` at most)."""
+"""How the new memories of one batched call are named (so eight questions per call at most)."""
 
 
 def parse(text: str, options: Sequence[Option]) -> Answer:
@@ -309,30 +308,46 @@ async def ask_all(
     *,
     attempts: int,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    per_call: int = MAX_QUESTIONS_PER_CALL,
+    per_call: int = 1,
 ) -> tuple[list[Answer | None], list[ChatAnswer]]:
-    """The answers to the questions of one source, in order, and the LLM answers they took:
-    one question alone is asked with `ask`; more, `per_call` at a time in one call each (each
-    retry told which decisions were wrong, and only those taken from it).
+    """The answers to independent questions (one wave of a source, `handlers.reconcile`), in
+    order, and the LLM answers they took: `per_call` questions per call (one alone is asked with
+    `ask`, more with the batched prompt, each retry told which decisions were wrong and only
+    those taken from it), the calls made at once (the caller's model bounds how many run).
 
-    Transport errors propagate: the caller waits an unreachable LLM out."""
+    Transport errors propagate (the other calls are cancelled): the caller waits an
+    unreachable LLM out."""
     if not 1 <= per_call <= len(LETTERS):
         raise ValueError(f"per_call must be between 1 and {len(LETTERS)}")
+    chunks = [questions[start : start + per_call] for start in range(0, len(questions), per_call)]
+    calls = [
+        asyncio.ensure_future(_ask_chunk(llm, chunk, attempts, max_answer_bytes))
+        for chunk in chunks
+    ]
+    try:
+        asked = await asyncio.gather(*calls)
+    except BaseException:
+        for call in calls:
+            call.cancel()
+        raise
     decided: list[Answer | None] = []
     answers: list[ChatAnswer] = []
-    for start in range(0, len(questions), per_call):
-        chunk = questions[start : start + per_call]
-        if len(chunk) == 1:
-            answer, given = await ask(
-                llm, chunk[0].new, chunk[0].options, attempts=attempts,
-                max_answer_bytes=max_answer_bytes,
-            )  # fmt: skip
-            decided.append(answer)
-        else:
-            answered, given = await _ask_batch(llm, Batch.of(chunk), attempts, max_answer_bytes)
-            decided.extend(answered)
+    for answered, given in asked:
+        decided.extend(answered)
         answers.extend(given)
     return decided, answers
+
+
+async def _ask_chunk(
+    llm: ChatModel, chunk: Sequence[Question], attempts: int, max_answer_bytes: int
+) -> tuple[list[Answer | None], list[ChatAnswer]]:
+    if len(chunk) == 1:
+        (only,) = chunk
+        answer, given = await ask(
+            llm, only.new, only.options, attempts=attempts, max_answer_bytes=max_answer_bytes
+        )
+        return [answer], given
+    return await _ask_batch(llm, Batch.of(chunk), attempts, max_answer_bytes)
 
 
 async def _ask_batch(

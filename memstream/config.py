@@ -17,6 +17,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_DEDUP_HORIZON | window.dedup_horizon_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
 | MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
+| MEMSTREAM_RECONCILE_QUESTIONS_PER_CALL | memory.reconcile.questions_per_call |
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
 | MEMSTREAM_EXPIRY_CHECK_INTERVAL | memory.expiry_check_interval_seconds |
 | MEMSTREAM_SEAL_CONTENT (true, false) | memory.seal_content (needs MongoDB for the keys) |
@@ -183,6 +184,11 @@ class ReconcileSettings(_Section):
     """At or above (and below `reinforce_threshold`): the LLM decides among the candidates."""
     max_options: int = Field(default=3, ge=1, le=10)
     """How many candidates the LLM is shown at most."""
+    questions_per_call: int = Field(default=1, ge=1, le=8)
+    """Ambiguous memories asked about in one LLM call (`reconcile-batch-1` above 1). 1 by
+    default: on the labelled pairs the packaged 1.5B model decided 74/102 right one at a time
+    and 55/102 four at a time (BENCHMARKS.md, "Reconciliation on labelled pairs"); a stronger
+    hosted model may take more, measured with `bench/reconcile_eval/run.py --batch N`."""
 
     @model_validator(mode="after")
     def _ordered(self) -> ReconcileSettings:
@@ -300,6 +306,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),
     "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
+    "MEMSTREAM_RECONCILE_QUESTIONS_PER_CALL": ("memory", "reconcile", "questions_per_call"),
     "MEMSTREAM_RETENTION": ("memory", "retention_seconds"),
     "MEMSTREAM_EXPIRY_CHECK_INTERVAL": ("memory", "expiry_check_interval_seconds"),
     "MEMSTREAM_SEAL_CONTENT": ("memory", "seal_content"),

@@ -112,6 +112,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
                 ask=reconcile.ask_threshold,
                 max_options=reconcile.max_options,
             ),
+            questions_per_call=reconcile.questions_per_call,
         )
         enabled = memory_type in settings.memory.extraction.enabled
         extractor = extractor_for(memory_type) if enabled else None

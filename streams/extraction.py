@@ -284,6 +284,7 @@ class ExtractionStage:
                     questions,
                     attempts=self.settings.llm_attempts,
                     max_answer_bytes=self.settings.extraction_limits.max_answer_bytes,
+                    per_call=self.models.questions_per_call,
                 ),
                 f"{what}: asking about {len(questions)} ambiguous memories",
             )

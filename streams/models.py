@@ -34,6 +34,9 @@ class MemoryModels:
     llm_model: str
     embedder: Embedder
     thresholds: Thresholds
+    questions_per_call: int = 1
+    """Ambiguous memories reconciliation asks about in one LLM call
+    (`memory.reconcile.questions_per_call`)."""
 
 
 class BoundedChat:

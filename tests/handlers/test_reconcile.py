@@ -214,28 +214,62 @@ def test_the_same_memory_twice_in_one_source_reinforces_instead_of_colliding() -
     assert "repeated in the same source" in result.notes[1]
 
 
+def at_angle(degrees: float) -> tuple[float, float]:
+    """A unit vector at `degrees` from (1, 0): two of them are cos(their angle apart) similar."""
+    return (math.cos(math.radians(degrees)), math.sin(math.radians(degrees)))
+
+
 def test_the_ambiguous_memories_of_one_source_are_asked_in_one_call() -> None:
-    lisbon = known("The user lives in Lisbon.", memory_id="m-city")
-    cats = known("The user has two cats.", subject="the user", memory_id="m-cats")
+    lisbon = known("The user lives in Lisbon.", memory_id="m-city", vector=at_angle(50))
+    cats = known("The user has two cats.", memory_id="m-cats", vector=at_angle(-60))
     ask = ScriptedAsk(Answer("UPDATE", "m-city", "moved"), Answer("ADD", reason="another pet"))
     result = run(
         [
-            new("The user lives in Porto.", similarity=0.9),
-            new("The user has a dog.", similarity=0.85, side=-1),
+            NewMemory(f.content(text="The user lives in Porto."), at_angle(26)),
+            NewMemory(f.content(text="The user has a dog."), at_angle(-32)),
         ],
         [lisbon, cats],
         ask,
     )
     assert ask.calls == 1 and result.asked == 2
+    assert ask.shown == [
+        ("The user lives in Porto.", ["m-city"]),
+        ("The user has a dog.", ["m-cats"]),
+    ]
     update, added = result.events
     assert isinstance(update, MemoryUpdated) and update.memory_id == "m-city"
     assert isinstance(added, MemoryAdded)
     assert all(e.provenance and e.provenance.reconciled_by == "llm" for e in result.events)
 
 
-def test_a_decision_whose_candidate_an_earlier_one_replaced_is_an_add() -> None:
+def test_a_chain_said_in_one_source_updates_step_by_step() -> None:
     lisbon = known("The user lives in Lisbon.", memory_id="m-city")
     ask = ScriptedAsk(Answer("UPDATE", "m-city", "moved"), Answer("UPDATE", "m-city", "moved"))
+    result = run(
+        [
+            NewMemory(f.content(text="The user lives in Porto."), at_angle(25)),
+            NewMemory(f.content(text="The user lives in Faro."), at_angle(45)),
+        ],
+        [lisbon],
+        ask,
+    )
+    assert ask.calls == 2, "Faro waits for the decision about Porto"
+    assert ask.shown == [
+        ("The user lives in Porto.", ["m-city"]),
+        ("The user lives in Faro.", ["m-city"]),
+    ]
+    first, second = result.events
+    assert isinstance(first, MemoryUpdated) and first.version == 2
+    assert isinstance(second, MemoryUpdated) and second.version == 3
+    assert second.supersedes_version == 2 and second.content.text == "The user lives in Faro."
+    (current,) = result.known
+    assert current.content.text == "The user lives in Faro." and current.version == 3
+
+
+def test_a_memory_sharing_a_candidate_with_an_earlier_one_is_planned_after_its_decision() -> None:
+    """Porto replaces Lisbon; Faro, which was only like Lisbon, is then like nothing known."""
+    lisbon = known("The user lives in Lisbon.", memory_id="m-city")
+    ask = ScriptedAsk(Answer("UPDATE", "m-city", "moved"))
     result = run(
         [
             new("The user lives in Porto.", similarity=0.9),
@@ -244,10 +278,39 @@ def test_a_decision_whose_candidate_an_earlier_one_replaced_is_an_add() -> None:
         [lisbon],
         ask,
     )
+    assert ask.calls == 1
     first, second = result.events
     assert isinstance(first, MemoryUpdated) and first.version == 2
     assert isinstance(second, MemoryAdded)
-    assert "replaced by an earlier memory of the same source" in result.notes[1]
+    assert "nothing similar" in result.notes[1]
+
+
+def test_unrelated_memories_after_an_entangled_one_are_still_asked_in_the_first_call() -> None:
+    lisbon = known("The user lives in Lisbon.", memory_id="m-city", vector=at_angle(50))
+    cats = known("The user has two cats.", memory_id="m-cats", vector=at_angle(-70))
+    ask = ScriptedAsk(
+        Answer("UPDATE", "m-city", "moved"),
+        Answer("ADD", reason="another pet"),
+        Answer("UPDATE", "m-city", "moved again"),
+    )
+    result = run(
+        [
+            NewMemory(f.content(text="The user lives in Porto."), at_angle(26)),
+            NewMemory(f.content(text="The user lives in Faro."), at_angle(0)),
+            NewMemory(f.content(text="The user has a dog."), at_angle(-45)),
+        ],
+        [lisbon, cats],
+        ask,
+    )
+    assert ask.calls == 2
+    assert [text for text, _ in ask.shown] == [
+        "The user lives in Porto.",
+        "The user has a dog.",
+        "The user lives in Faro.",
+    ]
+    kinds = [type(event) for event in result.events]
+    assert kinds == [MemoryUpdated, MemoryAdded, MemoryUpdated]
+    assert result.events[2].version == 3  # type: ignore[union-attr]
 
 
 def test_an_ask_port_that_answers_another_number_of_questions_is_an_error() -> None:

@@ -204,10 +204,10 @@ def test_a_batch_answer_that_is_no_decisions_list_is_refused() -> None:
         Batch.of(QUESTIONS).parse('{"action": "ADD"}')
 
 
-def test_the_questions_of_one_source_are_asked_in_one_call() -> None:
+def test_questions_per_call_asks_that_many_in_one_call() -> None:
     answer = {"decisions": [_decision("A", "UPDATE", 1), _decision("B", "UPDATE", 3)]}
     llm = Scripted(json.dumps(answer))
-    decided, answers = asyncio.run(ask_all(llm, QUESTIONS, attempts=3))
+    decided, answers = asyncio.run(ask_all(llm, QUESTIONS, attempts=3, per_call=2))
     assert decided == [Answer("UPDATE", "m1", ""), Answer("UPDATE", "m3", "")]
     assert len(llm.calls) == 1 and len(answers) == 1
 
@@ -216,7 +216,7 @@ def test_a_retry_takes_only_the_decisions_still_wrong() -> None:
     first = {"decisions": [_decision("A", "UPDATE", 1), _decision("B", "UPDATE", 9)]}
     second = {"decisions": [_decision("A", "ADD", None), _decision("B", "REINFORCE", 3)]}
     llm = Scripted(json.dumps(first), json.dumps(second))
-    decided, answers = asyncio.run(ask_all(llm, QUESTIONS, attempts=3))
+    decided, answers = asyncio.run(ask_all(llm, QUESTIONS, attempts=3, per_call=2))
     assert decided == [Answer("UPDATE", "m1", ""), Answer("REINFORCE", "m3", "")]
     assert len(answers) == 2
     assert llm.calls[1][-1]["content"].startswith("That answer was invalid: B: ")
@@ -225,7 +225,7 @@ def test_a_retry_takes_only_the_decisions_still_wrong() -> None:
 def test_a_question_never_answered_in_a_batch_is_none() -> None:
     only_a = json.dumps({"decisions": [_decision("A", "ADD", None)]})
     llm = Scripted(only_a, only_a)
-    decided, _ = asyncio.run(ask_all(llm, QUESTIONS, attempts=2))
+    decided, _ = asyncio.run(ask_all(llm, QUESTIONS, attempts=2, per_call=2))
     assert decided == [Answer("ADD"), None]
 
 
@@ -243,3 +243,34 @@ def test_more_questions_than_one_call_carries_are_asked_in_further_calls() -> No
     decided, _ = asyncio.run(ask_all(llm, questions, attempts=1, per_call=2))
     assert decided == [Answer("ADD")] * 5
     assert len(llm.calls) == 3 and llm.calls[2] == prompt(NEW, (LISBON,))
+
+
+def test_by_default_each_question_is_asked_alone_and_the_calls_run_at_once() -> None:
+    class Overlapping:
+        def __init__(self) -> None:
+            self.running = 0
+            self.most = 0
+            self.calls: list[Sequence[dict[str, str]]] = []
+
+        async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
+            self.calls.append(messages)
+            self.running += 1
+            self.most = max(self.most, self.running)
+            await asyncio.sleep(0.01)
+            self.running -= 1
+            return ChatAnswer('{"action": "ADD"}', "scripted", 30, 7)
+
+    llm = Overlapping()
+    decided, answers = asyncio.run(ask_all(llm, QUESTIONS, attempts=1))
+    assert decided == [Answer("ADD"), Answer("ADD")] and len(answers) == 2
+    assert [call[0]["content"] for call in llm.calls] == [SYSTEM_PROMPT, SYSTEM_PROMPT]
+    assert llm.most == 2
+
+
+def test_an_outage_in_one_call_reaches_the_caller_as_itself() -> None:
+    class Down:
+        async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
+            raise ConnectionError("the LLM is down")
+
+    with pytest.raises(ConnectionError, match="the LLM is down"):
+        asyncio.run(ask_all(Down(), QUESTIONS, attempts=1))
