@@ -1,14 +1,15 @@
 """One LoCoMo evaluation: feed samples, wait for extraction, answer, score, report.
 
 Used by the command line (`bench.locomo.run`) and the `locomo` benchmark suite
-(`bench.suites.locomo`). Every question is answered twice by the same model with the same
-prompt (`bench.locomo.answering`): once from memstream (`Options.context`: search results or
-`build_context`'s block) and once from the whole transcript (`bench.locomo.transcript`, the
-full-context baseline), unless `Options.full_context` is off or the context itself is "full"
-(then no pipeline is needed). For each way the report gives, per category and overall: F1, J
-(with a judge), prompt tokens and seconds per question, and how much of the gold answer the
-context shown held (`gold_in_context`), so a miss can be told apart as extraction or retrieval
-(the answer was not in the context) or answering (it was).
+(`bench.suites.locomo`). Every question is answered by the same model with the same prompt
+(`bench.locomo.answering`): from memstream (`Options.context`: search results or `build_context`'s
+block; `Options.also` answers from further contexts of the same memories, each a way of its own,
+`memstream:<context>`) and once from the whole transcript (`bench.locomo.transcript`, the
+full-context baseline), unless `Options.full_context` is off or the context itself is "full" (then
+no pipeline is needed). For each way the report gives, per category and overall: F1, J (with a
+judge), prompt tokens and seconds per question, and how much of the gold answer the context shown
+held (`gold_in_context`), so a miss can be told apart as extraction or retrieval (the answer was not
+in the context) or answering (it was).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ FULL_CONTEXT = "full_context"
 @dataclass(frozen=True)
 class Options:
     context: ContextMode = "search"
+    also: tuple[ContextMode, ...] = ()
+    """Further memstream contexts every question is answered from (the same memories)."""
     full_context: bool = True
     """Also answer every question from the whole transcript (the baseline of the same run)."""
     top_k: int = 20
@@ -56,7 +59,12 @@ class Options:
         """The ways each question is answered, memstream's first."""
         if self.context == "full":
             return (FULL_CONTEXT,)
-        return (MEMSTREAM, FULL_CONTEXT) if self.full_context else (MEMSTREAM,)
+        ours = (MEMSTREAM, *(f"{MEMSTREAM}:{mode}" for mode in self.also))
+        return (*ours, FULL_CONTEXT) if self.full_context else ours
+
+    def mode_of(self, way: str) -> ContextMode:
+        """The memstream context a way answers from."""
+        return self.context if way == MEMSTREAM else way.partition(":")[2]  # type: ignore[return-value]
 
 
 def gold_in_context(qa: QA, context: str) -> float:
@@ -109,7 +117,9 @@ async def _answer(
 
 async def _extracted(
     settings: Settings, sample: Sample, options: Options
-) -> tuple[dict[str, Any], Callable[[QA], Awaitable[tuple[str, list[str]]]], MemoryClient]:
+) -> tuple[
+    dict[str, Any], Callable[[QA, ContextMode], Awaitable[tuple[str, list[str]]]], MemoryClient
+]:
     """Feed the sample, wait until it is extracted and projected; what was learned, and how to
     retrieve memstream's context for a question (through the returned client)."""
     user_id = f"{options.user_prefix}{sample.sample_id}"
@@ -124,13 +134,13 @@ async def _extracted(
     memories = await with_retries(lambda: client.memories(user_id))
     usage = await with_retries(lambda: client.llm_usage(user_id))
 
-    async def context_for(qa: QA) -> tuple[str, list[str]]:
+    async def context_for(qa: QA, mode: ContextMode) -> tuple[str, list[str]]:
         return await with_retries(  # type: ignore[no-any-return]
             lambda: retrieve(
                 client,
                 user_id,
                 qa.question,
-                mode=options.context,
+                mode=mode,
                 top_k=options.top_k,
                 max_chars=options.max_chars,
             )
@@ -168,15 +178,16 @@ async def _evaluate_sample(
                 "evidence": list(qa.evidence),
             }
             for way in ways:
-                if way == MEMSTREAM:
+                ours = way != FULL_CONTEXT
+                if ours:
                     assert context_for is not None
-                    context, shown = await context_for(qa)
+                    context, shown = await context_for(qa, options.mode_of(way))
                 else:
                     context, shown = transcript, []
                 answered = await _answer(
                     answerers.by_way[way], answerers.judge, sample, qa, context
                 )
-                if way == MEMSTREAM:
+                if ours:
                     answered["context"] = shown
                 row[way] = answered
             questions.append(row)
@@ -236,10 +247,10 @@ def _ratio(ours: dict[str, Any], baseline: dict[str, Any], key: str) -> float | 
     return round(float(ours[key]) / float(baseline[key]), 4)
 
 
-def comparison(scores: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """memstream's figures beside the full-context ones, per category and overall, with the
-    ratios (memstream / full context) of F1 and of prompt tokens per question."""
-    ours, full = scores.get(MEMSTREAM), scores.get(FULL_CONTEXT)
+def comparison(scores: dict[str, dict[str, Any]], way: str = MEMSTREAM) -> list[dict[str, Any]]:
+    """A memstream way's figures beside the full-context ones, per category and overall, with
+    the ratios (memstream / full context) of F1 and of prompt tokens per question."""
+    ours, full = scores.get(way), scores.get(FULL_CONTEXT)
     if ours is None or full is None:
         return []
     rows = []
@@ -300,6 +311,7 @@ async def evaluate(
         "scores": scores[ways[0]],
         "scores_by_way": scores,
         "comparison": comparison(scores),
+        "comparison_by_way": {way: comparison(scores, way) for way in ways if way != FULL_CONTEXT},
         "options": asdict(options),
         "extraction": {
             "llm_model": settings.llm.model,

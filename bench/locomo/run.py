@@ -3,7 +3,8 @@ beside the same model answering from the whole transcript.
 
     python -m bench.locomo.run --data /path/to/locomo10.zip --out locomo.json
         [--conversations N | --only conv-26,conv-30] [--sessions N]
-        [--context search|build_context|full] [--no-full-context] [--top-k 20] [--max-chars 4000]
+        [--context search|build_context|search,build_context|full] [--no-full-context]
+        [--top-k 20] [--max-chars 4000]
         [--answer-base-url URL --answer-model M --answer-api-key K]
         [--judge-base-url URL --judge-model M --judge-api-key K]
         [--types semantic,episodic] [--embedded] [--timeout 3600]
@@ -15,12 +16,12 @@ synthetic conversation shipped for the tests. `--sessions N` keeps each conversa
 sessions and only the questions whose evidence lies in them (a CPU run of one conversation's
 first four sessions fits in an hour).
 
-Every question is answered from memstream (`--context`: search results, or `build_context`'s
-block) and, unless `--no-full-context`, from the whole transcript of the same sessions (the
-baseline), by the same model with the same prompt; `--context full` answers only from the
-transcript and starts no pipeline. The report gives, per category and for each way, F1, J (with
-`--judge-model`), prompt tokens and seconds per question, and how much of the gold answer the
-context held (`bench.locomo.evaluate`).
+Every question is answered from memstream (`--context`: search results, `build_context`'s block, or
+both as two ways from the same memories) and, unless `--no-full-context`, from the whole transcript
+of the same sessions (the baseline), by the same model with the same prompt; `--context full`
+answers only from the transcript and starts no pipeline. The report gives, per category and for each
+way, F1, J (with `--judge-model`), prompt tokens and seconds per question, and how much of the gold
+answer the context held (`bench.locomo.evaluate`).
 
 The pipeline: with `KAFKA_BOOTSTRAP_SERVERS` and `MONGODB_URI` set (and not `--embedded`), an
 existing deployment whose workers are running (its own window and memory types apply); else the
@@ -64,7 +65,7 @@ def _existing(environ: dict[str, str]) -> bool:
 def pipeline(args: argparse.Namespace, log_dir: Path) -> Iterator[tuple[Settings, str]]:
     """The settings of the pipeline to run against, and how it was obtained."""
     environ = dict(os.environ)
-    if args.context == "full":
+    if args.context == ("full",):
         yield from _answer_model_only(args, environ, log_dir)
         return
     if _existing(environ) and not args.embedded:
@@ -133,8 +134,10 @@ async def _run(
             ),
             max_tokens=128,
         )
+    first, *also = args.context
     options = Options(
-        context=args.context,
+        context=first,
+        also=tuple(also),
         full_context=not args.no_full_context,
         top_k=args.top_k,
         max_chars=args.max_chars,
@@ -147,6 +150,15 @@ async def _run(
         await answerer.close()
         if judge is not None:
             await judge.close()
+
+
+def _contexts(value: str) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    if chosen == ("full",) or (chosen and set(chosen) <= {"search", "build_context"}):
+        return chosen
+    raise argparse.ArgumentTypeError(
+        "one or more of search, build_context (comma list), or full alone"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,7 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="only each conversation's first N sessions and their questions (0: all)",
     )
-    parser.add_argument("--context", choices=("search", "build_context", "full"), default="search")
+    parser.add_argument(
+        "--context",
+        type=_contexts,
+        default=("search",),
+        help="search, build_context, both as a comma list (answered from the same memories, "
+        "the first is the headline), or full",
+    )
     parser.add_argument(
         "--no-full-context",
         action="store_true",

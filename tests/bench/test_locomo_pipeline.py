@@ -44,7 +44,11 @@ def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
                 answerer, judge = CountingChat(endpoint), CountingChat(endpoint)
                 try:
                     return await evaluate(
-                        settings, samples, answerer, judge, Options(catch_up_timeout=90)
+                        settings,
+                        samples,
+                        answerer,
+                        judge,
+                        Options(catch_up_timeout=90, also=("build_context",)),
                     )
                 finally:
                     await answerer.close()
@@ -59,11 +63,16 @@ def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
     assert progress["failures"] == 0 and sample["memories"] > 0
     assert sample["questions_excluded_adversarial"] == 2
     assert len(sample["questions"]) == 9
-    # Every question answered twice (memstream, the whole transcript), every answer judged.
-    assert report["ways"] == ["memstream", "full_context"]
-    assert report["answer_llm"]["memstream"]["calls"] == 9
-    assert report["answer_llm"]["full_context"]["calls"] == 9
-    assert report["judge_llm"]["calls"] == 18
+    # Every question answered three times (memstream's search results and its build_context
+    # block from the same memories, the whole transcript), every answer judged.
+    assert report["ways"] == ["memstream", "memstream:build_context", "full_context"]
+    for way in report["ways"]:
+        assert report["answer_llm"][way]["calls"] == 9
+    assert report["judge_llm"]["calls"] == 27
+    assert set(report["comparison_by_way"]) == {"memstream", "memstream:build_context"}
+    assert report["comparison_by_way"]["memstream"] == report["comparison"]
+    block = sample["questions"][0]["memstream:build_context"]["context"]
+    assert block != sample["questions"][0]["memstream"]["context"]
     assert report["extraction"]["calls"] == 3  # one semantic extraction per session
     # The memories carry the date their session took place, and the answerer sees it.
     marathon = next(q for q in sample["questions"] if "marathon" in q["question"])
