@@ -5,6 +5,7 @@
     .venv/bin/python bench/reconcile_eval/run.py --base-url URL --model NAME [--api-key KEY]
         [--pairs FILE] [--pair ID ...] [--reinforce R --ask A] [--distractors 2]
         [--system-prompt FILE] [--out report.json] [--timeout 900] [--no-warmup]
+        [--batch N [--batch-format shared|inline] [--batch-system-prompt FILE]]
 
 Every memory text of the labelled pairs (``pairs.json``, format in `bench.reconcile_eval.pairs`)
 is embedded with the local embedder (`memstream.local.embedder`), rounded as the pipeline stores
@@ -20,12 +21,18 @@ LLM port exactly as the extraction stage wires it (``attempts`` retries with the
 the decision is scored. Tables go to stdout; ``--out`` writes JSON with every pair's
 similarities, zone, LLM answers and verdict. ``--system-prompt FILE`` replaces
 `handlers.reconcile_prompt.SYSTEM_PROMPT` for this run only, to measure a candidate prompt
-before proposing it (the user turn and the strict parser stay the handler's). ``--report FILE``
-prints the tables of a saved JSON report again, without any model.
+before proposing it (the user turn and the strict parser stay the handler's). ``--batch N``
+asks the band N questions per call: with the handler's batched prompt (``--batch-format
+shared``, `handlers.reconcile_prompt.Batch`), or with the candidate of
+`bench.reconcile_eval.inline_batch` (``inline``: each question's candidates listed under it),
+whose system prompt ``--batch-system-prompt FILE`` replaces. ``--report FILE`` prints the
+tables of a saved JSON report again, without any model.
 
 With ``--local small|large`` the script starts the packaged llama.cpp server itself
-(`memstream.local.llm.start_local_llm`) and stops it afterwards; check first that no other model
-server is running (two on 2 cores slow each other down far more than 2x).
+(`memstream.local.llm.start_local_llm`) and stops it afterwards, holding the machine's
+model-server lock (`bench.llama_timings.llama_lock`, ``/tmp/memstream-llama.lock``) meanwhile:
+it waits for another holder to finish (two servers on 2 cores slow each other down far more than
+2x).
 """
 
 from __future__ import annotations
@@ -46,7 +53,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.llama_timings import llama_lock
 from bench.machine import machine as base_machine
+from bench.reconcile_eval import inline_batch
 from bench.reconcile_eval.pairs import (
     DEFAULT_PAIRS_FILE,
     Pair,
@@ -256,9 +265,12 @@ async def evaluate(
     provenance: Provenance,
     warmup: bool,
     batch: int = 1,
+    batch_prompt: str | None = None,
 ) -> list[Outcome]:
     """Every pair's outcome; with `batch` > 1 the LLM-band pairs are asked `batch` at a time in
-    one call each (`batches`), as the extraction stage asks a snapshot's ambiguous memories."""
+    one call each (`batches`), as the extraction stage asks a snapshot's ambiguous memories;
+    `batch_prompt` (a system prompt) asks them with the inline candidate format instead
+    (`bench.reconcile_eval.inline_batch`)."""
     if warmup and any(
         zone(item.ranked, thresholds.reinforce, thresholds.ask) == "LLM" for item in items
     ):
@@ -269,7 +281,9 @@ async def evaluate(
     if batch > 1:
         band = [i for i in items if zone(i.ranked, thresholds.reinforce, thresholds.ask) == "LLM"]
         for chunk in batches(band, batch):
-            answered |= await ask_batch(chunk, thresholds, llm, attempts=attempts)
+            answered |= await ask_batch(
+                chunk, thresholds, llm, attempts=attempts, inline_prompt=batch_prompt
+            )
     outcomes = []
     for item in items:
         outcome = await decide(
@@ -298,15 +312,26 @@ def batches(items: Sequence[Prepared], size: int) -> list[list[Prepared]]:
 
 
 async def ask_batch(
-    chunk: Sequence[Prepared], thresholds: Thresholds, llm: ChatModel, *, attempts: int
+    chunk: Sequence[Prepared],
+    thresholds: Thresholds,
+    llm: ChatModel,
+    *,
+    attempts: int,
+    inline_prompt: str | None = None,
 ) -> dict[str, tuple[Answer | None, Sequence[Request]]]:
-    """Ask the questions of `chunk` in one call (`handlers.reconcile_prompt.ask_all`): each
-    pair's answer, the first pair carrying the call's requests (so usage counts them once)."""
+    """Ask the questions of `chunk` in one call (`handlers.reconcile_prompt.ask_all`, or
+    `inline_batch.ask_inline` with the system prompt `inline_prompt`): each pair's answer, the
+    first pair carrying the call's requests (so usage counts them once)."""
     questions = [Question(item.new, tuple(await band_of(item, thresholds))) for item in chunk]
     timed = TimedChatModel(llm)
-    decided, _ = await reconcile_prompt.ask_all(
-        timed, questions, attempts=attempts, per_call=len(questions)
-    )
+    if inline_prompt is not None:
+        decided, _ = await inline_batch.ask_inline(
+            timed, questions, attempts=attempts, system_prompt=inline_prompt
+        )
+    else:
+        decided, _ = await reconcile_prompt.ask_all(
+            timed, questions, attempts=attempts, per_call=len(questions)
+        )
     return {
         item.ranked.pair.id: (answer, timed.requests if n == 0 else ())
         for n, (item, answer) in enumerate(zip(chunk, decided, strict=True))
@@ -379,7 +404,12 @@ def report_json(
     system_prompt: Path | None,
     outcomes: Sequence[Outcome] | None,
     batch: int = 1,
+    batch_prompt: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The JSON report; `batch_prompt` is the (version, system prompt) of a candidate batched
+    prompt the run used instead of the handler's."""
+    if batch > 1 and batch_prompt is None:
+        batch_prompt = (reconcile_prompt.BATCH_PROMPT_VERSION, reconcile_prompt.BATCH_SYSTEM_PROMPT)
     rankeds = [item.ranked for item in prepared]
     by_id = {o.pair.id: o for o in outcomes or ()}
     points = sweep(rankeds, GRID, max_options)
@@ -397,8 +427,8 @@ def report_json(
         "distractors": distractors,
         "attempts": attempts,
         "batch": batch,
-        "batch_prompt_version": reconcile_prompt.BATCH_PROMPT_VERSION if batch > 1 else None,
-        "batch_system_prompt": reconcile_prompt.BATCH_SYSTEM_PROMPT if batch > 1 else None,
+        "batch_prompt_version": batch_prompt[0] if batch > 1 and batch_prompt else None,
+        "batch_system_prompt": batch_prompt[1] if batch > 1 and batch_prompt else None,
         "selection_rule": asdict(rule),
         "choice": asdict(choice),
         "thresholds": asdict(thresholds),
@@ -490,6 +520,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         help="ask the LLM-band pairs this many at a time in one call (2-8), as a snapshot's",
     )
+    parser.add_argument(
+        "--batch-format",
+        choices=("shared", "inline"),
+        default="shared",
+        help="shared: the handler's batched prompt; inline: bench/reconcile_eval/inline_batch.py",
+    )
+    parser.add_argument(
+        "--batch-system-prompt",
+        type=Path,
+        help="with --batch-format inline: this system prompt instead of prompt-batch-inline-1.txt",
+    )
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
     parser.add_argument("--max-tokens", type=int, default=1024)
@@ -507,6 +548,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--embed-only uses no LLM")
     if not 1 <= args.batch <= len(reconcile_prompt.LETTERS):
         parser.error(f"--batch must be between 1 and {len(reconcile_prompt.LETTERS)}")
+    if args.batch_system_prompt and args.batch_format != "inline":
+        parser.error("--batch-system-prompt is for --batch-format inline")
+    if args.batch_format == "inline" and args.batch < 2:
+        parser.error("--batch-format inline needs --batch 2 or more")
+    args.inline_prompt = inline_prompt(args)  # read now, not once the model-server lock is held
     return args
 
 
@@ -567,6 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             system_prompt=args.system_prompt,
             outcomes=outcomes,
             batch=args.batch,
+            batch_prompt=args.inline_prompt,
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
@@ -574,6 +621,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"\nreport written to {args.out}")
     return 0
+
+
+def inline_prompt(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(version, system prompt) of the inline batched candidate, when the run uses it."""
+    if args.batch_format != "inline":
+        return None
+    path = args.batch_system_prompt or inline_batch.DEFAULT_PROMPT_FILE
+    version = inline_batch.VERSION if args.batch_system_prompt is None else path.stem
+    return version, path.read_text(encoding="utf-8")
 
 
 def print_saved(path: Path, everyone: Sequence[Pair]) -> int:
@@ -640,16 +696,18 @@ def run_llm(
     if args.local:
         from memstream.local.llm import MODELS, start_local_llm
 
-        print(f"\nstarting the local {args.local} model …", file=sys.stderr, flush=True)
-        server = start_local_llm(MODELS[args.local], startup_timeout=300.0)
-        try:
-            return (
-                _run(args, prepared, thresholds, embedding, server.base_url, server.model),
-                server.model,
-                server.base_url,
-            )
-        finally:
-            server.stop()
+        print("\nwaiting for the model-server lock …", file=sys.stderr, flush=True)
+        with llama_lock():
+            print(f"starting the local {args.local} model …", file=sys.stderr, flush=True)
+            server = start_local_llm(MODELS[args.local], startup_timeout=300.0)
+            try:
+                return (
+                    _run(args, prepared, thresholds, embedding, server.base_url, server.model),
+                    server.model,
+                    server.base_url,
+                )
+            finally:
+                server.stop()
     model = args.model or os.environ.get("MEMSTREAM_LLM_MODEL")
     if not model:
         raise SystemExit("give --model (or set MEMSTREAM_LLM_MODEL), or use --local small|large")
@@ -685,6 +743,7 @@ def _run(
             provenance=provenance,
             warmup=not args.no_warmup,
             batch=args.batch,
+            batch_prompt=None if args.inline_prompt is None else args.inline_prompt[1],
         )
     )
 

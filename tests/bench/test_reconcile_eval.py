@@ -19,7 +19,14 @@ from bench.reconcile_eval.pairs import (
     parse_pairs,
     scope_for,
 )
-from bench.reconcile_eval.run import Prepared, decide, prepare, report_json, saved_run
+from bench.reconcile_eval.run import (
+    Prepared,
+    ask_batch,
+    decide,
+    prepare,
+    report_json,
+    saved_run,
+)
 from bench.reconcile_eval.scoring import (
     Choice,
     Outcome,
@@ -348,8 +355,10 @@ class ScriptedLLM:
         return ChatAnswer(self.texts.pop(0), "scripted", prompt_tokens=50, completion_tokens=5)
 
 
-def prepared_pair(kind: str, similarity: float, *, distractor: float | None = None) -> Prepared:
-    target = pair("target", kind)
+def prepared_pair(
+    kind: str, similarity: float, *, distractor: float | None = None, pair_id: str = "target"
+) -> Prepared:
+    target = pair(pair_id, kind)
     others = [pair("other", "different-fact", topics=["elsewhere"])] if distractor else []
     vectors = {target.new.text: (1.0, 0.0), target.existing.text: unit(similarity)}
     for other in others:
@@ -448,3 +457,54 @@ def test_the_prompt_examples_are_none_of_the_labelled_pairs() -> None:
     ]
     assert len(examples) >= 10
     assert labelled.isdisjoint(examples)
+
+
+# --- the inline batched candidate (bench/reconcile_eval/inline_batch.py) ----------------------
+
+
+def test_the_inline_batch_lists_each_questions_own_candidates_under_it_numbered_from_one() -> None:
+    first = prepared_pair("update", 0.93, distractor=0.95)
+    second = prepared_pair("paraphrase", 0.96, pair_id="second")
+    llm = ScriptedLLM(
+        '{"A": {"new_info": "x", "contradicts": 2, "action": "UPDATE", "existing": 2},'
+        ' "B": {"new_info": "nothing", "contradicts": null, "action": "REINFORCE", "existing": 1}}'
+    )
+    answered = asyncio.run(
+        ask_batch([first, second], THRESHOLDS, llm, attempts=2, inline_prompt="SYSTEM")
+    )
+    assert llm.prompts[0] == (
+        "A. NEW: target: new\nEXISTING:\n1. other: old\n2. target: old\n\n"
+        "B. NEW: second: new\nEXISTING:\n1. second: old\nAnswer with the JSON."
+    )
+    (a, a_requests), (b, b_requests) = answered.values()
+    assert a is not None and (a.action, a.target) == ("UPDATE", "target/existing")
+    assert b is not None and (b.action, b.target) == ("REINFORCE", "second/existing")
+    assert (len(a_requests), len(b_requests)) == (1, 0)
+
+
+def test_the_inline_batch_asks_again_for_the_invalid_decisions_only() -> None:
+    questions = [
+        prepared_pair("update", 0.93),
+        prepared_pair("different-fact", 0.92, pair_id="second"),
+    ]
+    llm = ScriptedLLM(
+        '{"A": {"contradicts": 1, "action": "UPDATE", "existing": 1},'
+        ' "B": {"action": "UPDATE", "existing": 4}}',
+        '{"A": {"action": "ADD"}, "B": {"action": "ADD", "existing": null}}',
+    )
+    answered = asyncio.run(
+        ask_batch(questions, THRESHOLDS, llm, attempts=2, inline_prompt="SYSTEM")
+    )
+    (a, requests), (b, _) = answered.values()
+    assert a is not None and a.action == "UPDATE"  # the first answer's valid decision is kept
+    assert b is not None and b.action == "ADD"
+    assert len(requests) == 2 and "B: " in llm.prompts[1] and "A: " not in llm.prompts[1]
+
+
+def test_the_inline_batch_gives_no_answer_to_a_question_never_decided() -> None:
+    questions = [prepared_pair("update", 0.93), prepared_pair("update", 0.94, pair_id="second")]
+    llm = ScriptedLLM('{"A": {"action": "ADD"}}', '{"A": {"action": "ADD"}}')
+    answered = asyncio.run(
+        ask_batch(questions, THRESHOLDS, llm, attempts=2, inline_prompt="SYSTEM")
+    )
+    assert [answer is None for answer, _ in answered.values()] == [False, True]
