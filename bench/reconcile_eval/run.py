@@ -81,7 +81,7 @@ from bench.reconcile_eval.scoring import (
     tally,
     zone,
 )
-from bench.reconcile_eval.tables import GRID, report
+from bench.reconcile_eval.tables import GRID, report, variants_table
 from events.memories import Evidence, MemoryAdded, MemoryUpdated, Provenance
 from handlers import reconcile_prompt
 from handlers.extraction.results import rounded
@@ -541,6 +541,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--report", type=Path, help="print the tables of a saved JSON report again, and stop"
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        nargs="+",
+        help="print one table comparing saved JSON reports (accuracy, facts lost, cost), and stop",
+    )
     args = parser.parse_args(argv)
     if args.local and (args.base_url or args.model):
         parser.error("--local starts its own server: do not also give --base-url/--model")
@@ -561,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     everyone = parse_pairs(json.loads(args.pairs.read_text(encoding="utf-8")))
     if args.report:
         return print_saved(args.report, everyone)
+    if args.compare:
+        return print_compared(args.compare, everyone)
     pairs = everyone
     if args.pair:
         unknown = sorted(set(args.pair) - {pair.id for pair in everyone})
@@ -650,6 +658,26 @@ def print_saved(path: Path, everyone: Sequence[Pair]) -> int:
         )
     )
     return 0
+
+
+def print_compared(paths: Sequence[Path], everyone: Sequence[Pair]) -> int:
+    """Print one row per saved JSON report: what it decided and what its band cost."""
+    runs = []
+    for path in paths:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        _, outcomes = saved_run(document, everyone)
+        runs.append((path.name, prompt_name(document), document.get("batch", 1), outcomes or []))
+    print(variants_table(runs))
+    return 0
+
+
+def prompt_name(document: Mapping[str, Any]) -> str:
+    """The prompt a saved report's band was asked with."""
+    if document.get("batch", 1) > 1:
+        return str(document.get("batch_prompt_version"))
+    if document.get("system_prompt_file"):
+        return Path(document["system_prompt_file"]).name
+    return str(document["prompt_version"])
 
 
 def saved_run(

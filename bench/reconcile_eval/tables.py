@@ -331,3 +331,43 @@ def report(
         if wrong:
             parts += ["Wrong decisions:", "\n".join(f"  {line}" for line in wrong)]
     return "\n\n".join(parts)
+
+
+def variants_table(runs: Sequence[tuple[str, str, int, Sequence[Outcome]]]) -> str:
+    """One row per run — (its report's name, its prompt, questions per call, its outcomes) — with
+    what it decided and what the band cost per decided pair (every request, retries included,
+    over the pairs asked)."""
+    rows = []
+    for name, prompt, per_call, outcomes in runs:
+        usage = llm_usage(outcomes)
+        asked = max(usage.asked, 1)
+        seconds = sum(usage.seconds)
+        rows.append(
+            [
+                name,
+                prompt,
+                str(per_call),
+                fraction(sum(o.right for o in outcomes), len(outcomes)),
+                fraction(sum(o.right for o in outcomes if o.zone == "LLM"), usage.asked),
+                str(sum(harm(o) == "fact lost" for o in outcomes)),
+                f"{usage.requests} ({usage.unusable})",
+                f"{usage.prompt_tokens / asked:.0f} / {usage.completion_tokens / asked:.1f}",
+                f"{(usage.prompt_tokens + usage.completion_tokens) / asked:.0f}",
+                f"{seconds:.0f} ({seconds / asked:.1f})",
+            ]
+        )
+    return markdown_table(
+        [
+            "report",
+            "prompt",
+            "per call",
+            "end to end right",
+            "LLM band right",
+            "facts lost",
+            "requests (no usable answer)",
+            "prompt / completion tokens per decided pair",
+            "tokens per decided pair",
+            "seconds, all requests (per decided pair)",
+        ],
+        rows,
+    )

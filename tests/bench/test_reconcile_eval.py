@@ -46,7 +46,7 @@ from bench.reconcile_eval.scoring import (
     right,
     zone,
 )
-from bench.reconcile_eval.tables import report
+from bench.reconcile_eval.tables import report, variants_table
 from events.memories import Provenance
 from handlers import reconcile_prompt
 from handlers.ports import ChatAnswer
@@ -318,6 +318,20 @@ def test_llm_usage_counts_only_the_band() -> None:
     assert (usage.asked, usage.requests, usage.unusable) == (1, 2, 0)
     assert (usage.prompt_tokens, usage.completion_tokens) == (220, 22)
     assert usage.mean_seconds == pytest.approx(3.0)
+
+
+def test_the_variants_table_costs_every_request_per_pair_asked() -> None:
+    u, f = pair("u"), pair("f", "different-fact")
+    batched = outcome(
+        u, "UPDATE", "u/existing", requests=(Request(3.0, 300, 40, "x"), Request(1.0, 100, 20, "y"))
+    )
+    lost = outcome(f, "UPDATE", "f/existing")  # asked in the same call: no requests of its own
+    rule = outcome(u, "ADD", None, zone="ADD")
+    (row,) = variants_table([("r.json", "p", 2, [batched, lost, rule])]).splitlines()[2:]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells == [
+        "r.json", "p", "2", "33% (1/3)", "50% (1/2)", "1", "2 (0)", "200 / 30.0", "230", "4 (2.0)"
+    ]  # fmt: skip
 
 
 def test_groups_are_all_then_each_kind_language_type_and_hardness() -> None:
