@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memstream")
 
+SECRETS = (
+    ("llm", "api_key"),
+    ("kafka", "sasl_password"),
+    ("kafka", "ssl_key_password"),
+)
+"""Settings `memstream config` shows as *** (section, key)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
@@ -281,11 +288,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     from memstream.worker import run_stage
+    from streams.kafka_security import KafkaAccessError
 
     settings = _settings()
     if args.stage.startswith("extract:") and (refused := _refuse_if_unready(settings)) is not None:
         return refused
-    run_stage(settings, args.stage, args.loglevel)
+    try:
+        run_stage(settings, args.stage, args.loglevel)
+    except KafkaAccessError as exc:
+        print(f"memstream worker {args.stage}: Kafka refused it: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -302,8 +314,9 @@ def _config_validate(args: argparse.Namespace) -> int:
 
     settings = _settings()
     shown = settings.model_dump(mode="json")
-    if shown["llm"].get("api_key"):
-        shown["llm"]["api_key"] = "***"
+    for section, secret in SECRETS:
+        if shown[section].get(secret):
+            shown[section][secret] = "***"
     import yaml
 
     print(yaml.safe_dump(shown, sort_keys=False).rstrip())

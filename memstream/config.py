@@ -26,6 +26,11 @@ Environment variables (they win over the file):
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
 | MEMSTREAM_IDEMPOTENT_PRODUCER (auto, on, off) | kafka.idempotent_producer (the SDK's producer) |
 | MEMSTREAM_PRODUCER_REQUEST_TIMEOUT | kafka.producer_request_timeout_seconds (stage sends) |
+| KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_MECHANISM | kafka.security_protocol, kafka.sasl_mechanism |
+| KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD | kafka.sasl_username, kafka.sasl_password |
+| KAFKA_SASL_OAUTH_TOKEN_FILE | kafka.sasl_oauth_token_file (OAUTHBEARER) |
+| KAFKA_SSL_CAFILE, KAFKA_SSL_CERTFILE, KAFKA_SSL_KEYFILE | kafka.ssl_cafile, ssl_certfile, … |
+| KAFKA_SSL_KEY_PASSWORD, KAFKA_SSL_CHECK_HOSTNAME | kafka.ssl_key_password, … |
 | MEMSTREAM_MAX_SNAPSHOT_BYTES | window.max_snapshot_bytes |
 | MEMSTREAM_MAX_TURN_CHARS | limits.max_turn_chars (SDK refusal, window dead letter) |
 | MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION | limits.max_memories_per_extraction |
@@ -55,6 +60,7 @@ from handlers.window import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     SNAPSHOT_ENVELOPE_BYTES,
 )
+from streams.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol
 
 
 class ConfigError(ValueError):
@@ -87,10 +93,72 @@ class KafkaSettings(_Section):
     """The SDK producer's Kafka idempotence (no duplicates from its own retries); `auto` uses
     it where the broker supports it (Tansu does not). The window drops a re-sent turn by its
     event id either way."""
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    """How every Kafka connection is made: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL
+    (a login over TLS: Confluent Cloud, MSK, Aiven, Redpanda Cloud)."""
+    sasl_mechanism: SaslMechanism = "PLAIN"
+    """With SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (a user and password) or OAUTHBEARER (a
+    token read from `sasl_oauth_token_file` at every login)."""
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    sasl_oauth_token_file: Path | None = None
+    ssl_cafile: Path | None = None
+    """PEM certificates of the authorities that sign the brokers' certificates (unset: the
+    system's)."""
+    ssl_certfile: Path | None = None
+    """This client's PEM certificate, for a listener that requires one (mutual TLS)."""
+    ssl_keyfile: Path | None = None
+    """The key of `ssl_certfile` (PEM; may be in `ssl_certfile` itself)."""
+    ssl_key_password: str | None = None
+    ssl_check_hostname: bool = True
+    """Whether a broker's certificate must name the host connected to."""
 
     @property
     def topics(self) -> Topics:
         return Topics(self.topic_prefix)
+
+    @model_validator(mode="after")
+    def _complete_login(self) -> KafkaSettings:
+        uses_sasl = self.security_protocol.startswith("SASL_")
+        if uses_sasl and self.sasl_mechanism == "OAUTHBEARER":
+            if self.sasl_oauth_token_file is None:
+                raise ValueError(
+                    "sasl_mechanism OAUTHBEARER needs sasl_oauth_token_file "
+                    "(KAFKA_SASL_OAUTH_TOKEN_FILE)"
+                )
+        elif uses_sasl and not (self.sasl_username and self.sasl_password):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} with {self.sasl_mechanism} needs "
+                "sasl_username and sasl_password (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD)"
+            )
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError("ssl_keyfile needs ssl_certfile (KAFKA_SSL_CERTFILE)")
+        return self
+
+    def client_options(self) -> dict[str, Any]:
+        """The servers and security keyword arguments of an aiokafka producer, consumer or
+        admin client."""
+        return {"bootstrap_servers": self.bootstrap_servers, **self.security.client_options()}
+
+    @property
+    def security(self) -> KafkaSecurity:
+        """What every Kafka client memstream creates connects with."""
+
+        def text(path: Path | None) -> str | None:
+            return str(path) if path is not None else None
+
+        return KafkaSecurity(
+            protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_username=self.sasl_username,
+            sasl_password=self.sasl_password,
+            sasl_oauth_token_file=text(self.sasl_oauth_token_file),
+            ssl_cafile=text(self.ssl_cafile),
+            ssl_certfile=text(self.ssl_certfile),
+            ssl_keyfile=text(self.ssl_keyfile),
+            ssl_key_password=self.ssl_key_password,
+            ssl_check_hostname=self.ssl_check_hostname,
+        )
 
 
 class MongoSettings(_Section):
@@ -283,6 +351,16 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_PRODUCER_MAX_BATCH_SIZE": ("kafka", "producer_max_batch_size"),
     "MEMSTREAM_IDEMPOTENT_PRODUCER": ("kafka", "idempotent_producer"),
     "MEMSTREAM_PRODUCER_REQUEST_TIMEOUT": ("kafka", "producer_request_timeout_seconds"),
+    "KAFKA_SECURITY_PROTOCOL": ("kafka", "security_protocol"),
+    "KAFKA_SASL_MECHANISM": ("kafka", "sasl_mechanism"),
+    "KAFKA_SASL_USERNAME": ("kafka", "sasl_username"),
+    "KAFKA_SASL_PASSWORD": ("kafka", "sasl_password"),
+    "KAFKA_SASL_OAUTH_TOKEN_FILE": ("kafka", "sasl_oauth_token_file"),
+    "KAFKA_SSL_CAFILE": ("kafka", "ssl_cafile"),
+    "KAFKA_SSL_CERTFILE": ("kafka", "ssl_certfile"),
+    "KAFKA_SSL_KEYFILE": ("kafka", "ssl_keyfile"),
+    "KAFKA_SSL_KEY_PASSWORD": ("kafka", "ssl_key_password"),
+    "KAFKA_SSL_CHECK_HOSTNAME": ("kafka", "ssl_check_hostname"),
     "MONGODB_URI": ("mongodb", "uri"),
     "MONGODB_DATABASE": ("mongodb", "database"),
     "OPENAI_BASE_URL": ("llm", "base_url"),

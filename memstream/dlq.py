@@ -163,7 +163,7 @@ async def _send_all(
     servers = settings.kafka.bootstrap_servers
     if not servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
-    producer = AIOKafkaProducer(bootstrap_servers=servers, acks="all")
+    producer = AIOKafkaProducer(**settings.kafka.client_options(), acks="all")
     await producer.start()
     try:
         outcomes = []
@@ -235,9 +235,7 @@ async def _original(settings: Settings, document: dict[str, Any]) -> bytes:
 
 
 async def _read_back(settings: Settings, topic: str, partition: int, offset: int) -> bytes | None:
-    reader = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False
-    )
+    reader = AIOKafkaConsumer(**settings.kafka.client_options(), enable_auto_commit=False)
     await reader.start()
     try:
         tp = TopicPartition(topic, partition)

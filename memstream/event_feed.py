@@ -60,7 +60,7 @@ async def memory_events(
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
     tp = TopicPartition(kafka.topics.memories, user_partition(user_id, kafka.partitions))
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.bootstrap_servers,
+        **kafka.client_options(),
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )

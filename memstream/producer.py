@@ -16,6 +16,7 @@ from aiokafka.errors import KafkaError
 
 from events.codec import AnyEvent, encode
 from memstream.config import KafkaSettings
+from streams.kafka_security import start_client
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +94,10 @@ class EventProducer:
 
     async def _started(self, *, idempotent: bool) -> AIOKafkaProducer:
         producer = AIOKafkaProducer(
-            bootstrap_servers=self._kafka.bootstrap_servers,
+            **self._kafka.client_options(),
             acks="all",
             linger_ms=5,
             enable_idempotence=idempotent,
         )
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.stop()
-            raise
+        await start_client(producer, self._kafka.bootstrap_servers or "", self._kafka.security)
         return producer

@@ -149,7 +149,7 @@ async def _kafka_events(
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set")
     topics = kafka.topics
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.bootstrap_servers,
+        **kafka.client_options(),
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )

@@ -87,13 +87,14 @@ async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
         **{f"extract:{t}": [topics.snapshots] for t in MEMORY_TYPES},
     }
     lags: dict[str, dict[str, int | None]] = {}
-    reader = AIOKafkaConsumer(bootstrap_servers=streams.bootstrap_servers, enable_auto_commit=False)
+    options = settings.kafka.client_options()
+    reader = AIOKafkaConsumer(**options, enable_auto_commit=False)
     await reader.start()
     try:
         for stage in pipeline_stages(settings):
             group = streams.group(stage.replace(":", "-"))
             committed = AIOKafkaConsumer(
-                bootstrap_servers=streams.bootstrap_servers,
+                **options,
                 group_id=group,
                 enable_auto_commit=False,
             )

@@ -17,6 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from memstream.config import KafkaSettings
+from streams.kafka_security import start_client
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,8 @@ async def ensure_topics(kafka: KafkaSettings) -> dict[str, int]:
     """Create missing topics; check existing ones. Returns `{topic: partitions}`."""
     if not kafka.bootstrap_servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set")
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-    await admin.start()
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    await start_client(admin, kafka.bootstrap_servers, kafka.security)
     try:
         wanted = kafka.topics.all()
         existing = [name for name in wanted if name in set(await admin.list_topics())]

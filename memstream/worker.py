@@ -22,6 +22,8 @@ from projections.data_keys import DataKeyStore, StoreKeyRing
 from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
+log = logging.getLogger(__name__)
+
 READY_MARKER = "memstream-stage-ready"
 STAGES = ("window", "projector", *(f"extract:{kind}" for kind in MEMORY_TYPES))
 
@@ -61,6 +63,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
             for name, seconds in settings.memory.retention_seconds.items()
         },
         expiry_check_interval=timedelta(seconds=settings.memory.expiry_check_interval_seconds),
+        security=kafka.security,
     )
 
 
@@ -166,7 +169,16 @@ def with_topics(settings: Settings) -> Settings:
 
 
 def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
-    """Run one stage until SIGTERM/SIGINT; prints a ready marker once partitions are assigned."""
+    """Run one stage until SIGTERM/SIGINT; prints a ready marker once partitions are assigned.
+    A broker that refuses this worker's settings (credentials, certificate) ends it with
+    `KafkaAccessError`; one that cannot be reached yet is waited for."""
+    import asyncio
+
+    from streams.kafka_security import wait_for_broker
+
+    kafka = settings.kafka
+    if kafka.bootstrap_servers:
+        asyncio.run(wait_for_broker(kafka.bootstrap_servers, kafka.security, log=log))
     app = build_stage(with_topics(settings), stage)
     announced = False
 

@@ -29,6 +29,9 @@ def faust_app(stage: str, settings: StreamSettings) -> faust.App:
         "table_standby_replicas": 0,
         "stream_wait_empty": False,
     }
+    credentials = settings.security.faust_credentials()
+    if credentials is not None:
+        options["broker_credentials"] = credentials
     if settings.producer_max_batch_size is not None:
         options["producer_max_batch_size"] = settings.producer_max_batch_size
     if settings.producer_request_timeout_seconds is not None:

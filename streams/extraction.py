@@ -114,12 +114,13 @@ class ExtractionStage:
             app,
             self.progress,
             bootstrap_servers=settings.bootstrap_servers,
+            security=settings.security,
             stage=self.name,
             topics=[settings.topics.snapshots],
             group=settings.group(self.name),
         )
         self.records = ConcurrentRecords(guard, self.progress, settings.records_in_flight)
-        self.log_reader = KafkaLogReader(settings.bootstrap_servers)
+        self.log_reader = KafkaLogReader(settings.bootstrap_servers, security=settings.security)
         ring = keys.ring.in_threads() if keys.ring is not None else None
         self.own = OwnDecisions(
             self.log_reader, settings.topics.memories, memory_type, read_model, ring

@@ -14,6 +14,7 @@ from collections.abc import Collection
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.types import TP
 
+from streams.kafka_security import PLAINTEXT, KafkaSecurity
 from streams.records import InputRecord
 from streams.retrying import through_outages
 
@@ -34,9 +35,15 @@ class KafkaLogReader:
     end (`read_tail`), or a short look ahead (`read_ahead`, on kept consumers)."""
 
     def __init__(
-        self, bootstrap_servers: str, *, fetch_timeout_ms: int = 1000, chunk: int = 500
+        self,
+        bootstrap_servers: str,
+        *,
+        security: KafkaSecurity = PLAINTEXT,
+        fetch_timeout_ms: int = 1000,
+        chunk: int = 500,
     ) -> None:
         self._bootstrap_servers = bootstrap_servers
+        self._security = security
         self._fetch_timeout_ms = fetch_timeout_ms
         self._chunk = chunk
         self._idle: list[AIOKafkaConsumer] = []
@@ -81,6 +88,7 @@ class KafkaLogReader:
     def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap_servers,
+            **self._security.client_options(),
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # records before the log start are gone: read from it
         )
@@ -182,8 +190,11 @@ class CommittedOffsets:
     works on Tansu, which lacks the admin API for group offsets). The consumer is started once
     and kept; a failure drops it, and the next call starts a new one."""
 
-    def __init__(self, bootstrap_servers: str, group: str) -> None:
+    def __init__(
+        self, bootstrap_servers: str, group: str, *, security: KafkaSecurity = PLAINTEXT
+    ) -> None:
         self._bootstrap_servers = bootstrap_servers
+        self._security = security
         self._group = group
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -198,6 +209,7 @@ class CommittedOffsets:
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=self._bootstrap_servers,
+                **self._security.client_options(),
                 group_id=self._group,
                 enable_auto_commit=False,
             )

@@ -62,6 +62,7 @@ from typing import Any, Protocol
 
 from faust.types import TP, TableT
 
+from streams.kafka_security import KafkaSecurity
 from streams.log_reader import CommittedOffsets, KafkaLogReader
 from streams.records import InputRecord
 from streams.tables import set_in_partition
@@ -318,6 +319,7 @@ def guard_partitions(
     progress: ProgressStore,
     *,
     bootstrap_servers: str,
+    security: KafkaSecurity,
     stage: str,
     topics: Collection[str],
     group: str,
@@ -326,10 +328,10 @@ def guard_partitions(
     the quiet tail."""
     guard = PartitionGuard(
         progress,
-        KafkaLogReader(bootstrap_servers),
+        KafkaLogReader(bootstrap_servers, security=security),
         stage=stage,
         topics=topics,
-        read_commits=CommittedOffsets(bootstrap_servers, group),
+        read_commits=CommittedOffsets(bootstrap_servers, group, security=security),
     )
 
     async def reread_skipped_records() -> None:

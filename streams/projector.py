@@ -116,6 +116,7 @@ def create_projector_app(
         app,
         progress,
         bootstrap_servers=settings.bootstrap_servers,
+        security=settings.security,
         stage=STAGE,
         topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
         group=settings.group(STAGE),

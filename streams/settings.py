@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from events.topics import Topics
 from handlers.extraction.base import ExtractionLimits
 from handlers.window import WindowPolicy
+from streams.kafka_security import PLAINTEXT, KafkaSecurity
 
 Clock = Callable[[], datetime]
 
@@ -43,6 +44,8 @@ class StreamSettings:
     """How long a memory version of each type lives (a type not named: for ever)."""
     expiry_check_interval: timedelta = timedelta(seconds=60)
     """How often a memory type's stage looks for versions that are due to expire."""
+    security: KafkaSecurity = PLAINTEXT
+    """How every Kafka connection of the stage authenticates and encrypts."""
 
     @property
     def records_in_flight(self) -> int:

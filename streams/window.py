@@ -92,6 +92,7 @@ class WindowStage:
             app,
             self.progress,
             bootstrap_servers=settings.bootstrap_servers,
+            security=settings.security,
             stage=STAGE,
             topics=[settings.topics.turns],
             group=settings.group(STAGE),

@@ -68,7 +68,9 @@ class ApacheKafkaBroker(KafkaProtocolServer):
     :func:`~memstream.servers.kafka_jars.fetch_kafka_jars` fills; ``tools/kafka/fetch.sh``).
     ``java`` defaults to :func:`~memstream.servers.java.require_java`.
     State lives in ``workdir/data`` (formatted once; a restart on the same ``workdir`` keeps
-    topics and offsets). ``properties`` override/extend the generated ``server.properties``.
+    topics and offsets). ``properties`` override/extend the generated ``server.properties``;
+    ``format_arguments`` go to the storage tool's ``format`` (e.g. ``--add-scram
+    SCRAM-SHA-256=[name=alice,password=secret]``: KRaft keeps SCRAM users in its metadata).
     """
 
     name = "kafka"
@@ -85,6 +87,7 @@ class ApacheKafkaBroker(KafkaProtocolServer):
         advertised_port: int | None = None,
         controller_port: int | None = None,
         properties: Mapping[str, str] | None = None,
+        format_arguments: Sequence[str] = (),
         heap: str = "512m",
         java: str | None = None,
         jvm_args: Sequence[str] = DEFAULT_KAFKA_JVM_ARGS,
@@ -109,6 +112,7 @@ class ApacheKafkaBroker(KafkaProtocolServer):
         self.controller_port: int = controller_port
         self.advertised_port = advertised_port if advertised_port is not None else self.port
         self.properties = dict(properties or {})
+        self.format_arguments = list(format_arguments)
         self.heap = heap
         self.jvm_args = list(jvm_args)
         self.log_level = log_level
@@ -193,6 +197,7 @@ class ApacheKafkaBroker(KafkaProtocolServer):
             "--config",
             str(self.config_path),
             "--ignore-formatted",
+            *self.format_arguments,
         ]
         log.info("formatting kafka storage in %s", self.data_dir)
         started = time.monotonic()

@@ -63,3 +63,27 @@ def test_up_serves_no_http_api_unless_a_port_is_set() -> None:
     from memstream.config import load_settings
 
     assert _api_server(load_settings(environ={}), None) is None
+
+
+def test_config_shows_kafka_security_with_its_secrets_masked(tmp_path: Path) -> None:
+    secured = {
+        "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+        "KAFKA_SASL_USERNAME": "alice",
+        "KAFKA_SASL_PASSWORD": "alice-secret",
+        "KAFKA_SSL_KEY_PASSWORD": "key-secret",
+        "KAFKA_SSL_CAFILE": "/etc/kafka/ca.pem",
+    }
+    result = memstream("config", "validate", cwd=tmp_path, env=secured)
+    assert "security_protocol: SASL_SSL" in result.stdout
+    assert "sasl_mechanism: SCRAM-SHA-512" in result.stdout
+    assert "ssl_cafile: /etc/kafka/ca.pem" in result.stdout
+    assert "alice-secret" not in result.stdout and "key-secret" not in result.stdout
+    assert "sasl_password: '***'" in result.stdout
+
+
+def test_config_validate_refuses_a_sasl_login_without_a_password(tmp_path: Path) -> None:
+    env = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_USERNAME": "alice"}
+    result = memstream("config", "validate", cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert "KAFKA_SASL_PASSWORD" in result.stderr
