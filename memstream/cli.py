@@ -99,12 +99,14 @@ def _parser() -> argparse.ArgumentParser:
     from memstream.dlq import register as register_dlq
     from memstream.forget_commands import register as register_forget
     from memstream.key_commands import register as register_keys
+    from memstream.master_key_commands import register as register_master_key
     from memstream.read_commands import register
 
     register(commands)
     register_dlq(commands)
     register_keys(commands)
     register_forget(commands)
+    register_master_key(commands)
     return parser
 
 

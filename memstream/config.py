@@ -21,6 +21,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
 | MEMSTREAM_EXPIRY_CHECK_INTERVAL | memory.expiry_check_interval_seconds |
 | MEMSTREAM_SEAL_CONTENT (true, false) | memory.seal_content (needs MongoDB for the keys) |
+| MEMSTREAM_MASTER_KEY_FILE | memory.master_key_file (wraps the data keys) |
 | MEMSTREAM_TOPIC_PREFIX, MEMSTREAM_PARTITIONS | kafka.topic_prefix, kafka.partitions |
 | MEMSTREAM_SESSION_TIMEOUT, MEMSTREAM_HEARTBEAT_INTERVAL | kafka.session_timeout_seconds, … |
 | MEMSTREAM_PRODUCER_MAX_BATCH_SIZE | kafka.producer_max_batch_size (1 on Tansu) |
@@ -303,6 +304,11 @@ class MemorySettings(_Section):
     seal the content of what they write to the log with per-session, per-memory and per-user
     data keys kept in MongoDB, so forgetting can destroy the keys (docs/architecture.md,
     "Crypto-shredding"). Sealed content is read whatever this says."""
+    master_key_file: Path | None = None
+    """The master keys that wrap the data keys (`projections.key_wrapping`: one base64 key per
+    line, the first wraps): the database then holds no usable key material. Unset: the data
+    directory's `master.key` when it exists (`memstream up` creates it), else data keys are
+    stored unwrapped."""
 
     @field_validator("retention_seconds", mode="before")
     @classmethod
@@ -388,6 +394,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_RETENTION": ("memory", "retention_seconds"),
     "MEMSTREAM_EXPIRY_CHECK_INTERVAL": ("memory", "expiry_check_interval_seconds"),
     "MEMSTREAM_SEAL_CONTENT": ("memory", "seal_content"),
+    "MEMSTREAM_MASTER_KEY_FILE": ("memory", "master_key_file"),
     "MEMSTREAM_HTTP_HOST": ("http", "host"),
     "MEMSTREAM_HTTP_PORT": ("http", "port"),
     "MEMSTREAM_HTTP_MAX_BODY_BYTES": ("http", "max_body_bytes"),

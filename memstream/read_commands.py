@@ -191,7 +191,8 @@ def _replay(args: argparse.Namespace) -> int:
         kafka_events,
         replay,
     )
-    from projections.data_keys import DataKeyStore, StoreKeyRing
+    from memstream.sealing import data_key_store
+    from projections.data_keys import StoreKeyRing
     from streams.settings import utc_now
 
     settings = load_settings()
@@ -208,7 +209,9 @@ def _replay(args: argparse.Namespace) -> int:
                 print(f"memstream: {exc}", file=sys.stderr)
                 return 1
         else:
-            keys = StoreKeyRing(DataKeyStore(client[settings.mongodb.database], clock=utc_now))
+            keys = StoreKeyRing(
+                data_key_store(client[settings.mongodb.database], settings, utc_now)
+            )
             events = kafka_events(
                 settings.kafka,
                 from_offset=args.from_offset,

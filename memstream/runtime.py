@@ -119,6 +119,8 @@ def infrastructure(
             database = stack.enter_context(SecantusServer(database_path))
             servers.append(database)
             uri = database.uri
+            if settings.memory.master_key_file is None:
+                environment["MEMSTREAM_MASTER_KEY_FILE"] = str(ensure_master_key(settings))
         bootstrap = settings.kafka.bootstrap_servers
         log_kind, log_path = "external", None
         if not bootstrap:
@@ -140,6 +142,21 @@ def infrastructure(
         yield Infrastructure(
             bootstrap, uri, servers, environment, log_kind, log_path, database_path
         )
+
+
+def ensure_master_key(settings: Settings) -> Path:
+    """The embedded database's master key file (`data_dir/master.key`), made on first use: the
+    data keys in the database are wrapped with it (`projections.key_wrapping`), so a copy of
+    the database alone opens nothing. Kept beside, never inside, the database's folder; back
+    it up apart from it."""
+    from memstream.sealing import MASTER_KEY_FILE
+    from projections.key_wrapping import new_master_key, write_master_keys
+
+    path = (settings.data_dir / MASTER_KEY_FILE).resolve()
+    if not path.exists():
+        write_master_keys(path, [new_master_key()])
+        print(f"created the master key that wraps the data keys: {path}", file=sys.stderr)
+    return path
 
 
 def durable_broker(workdir: Path) -> ApacheKafkaBroker:

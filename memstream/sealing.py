@@ -8,13 +8,41 @@ with the synchronous driver (`projections.data_keys`); lookups run in a thread
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from pymongo.database import Database
 
 from events.codec import AnyEvent, encode
 from handlers.sealed_events import sealer
 from memstream.config import Settings
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
+from projections.key_wrapping import LocalMasterKeys, read_master_keys
 from streams.settings import Clock
+
+MASTER_KEY_FILE = "master.key"
+"""The master key file in the data directory (`memstream up` creates it)."""
+
+
+def master_key_path(settings: Settings) -> Path | None:
+    """The master key file this process wraps data keys with: the configured one, else the
+    data directory's when it exists, else None (data keys stored unwrapped)."""
+    if settings.memory.master_key_file is not None:
+        return settings.memory.master_key_file
+    default = settings.data_dir / MASTER_KEY_FILE
+    return default if default.exists() else None
+
+
+def key_wrapper(settings: Settings) -> LocalMasterKeys | None:
+    """The master keys of `master_key_path` (a configured file that cannot be read is a
+    `ValueError` naming it)."""
+    path = master_key_path(settings)
+    return read_master_keys(path) if path is not None else None
+
+
+def data_key_store(db: Database[dict[str, Any]], settings: Settings, clock: Clock) -> DataKeyStore:
+    """The data keys on `db`, wrapped with this process's master keys."""
+    return DataKeyStore(db, clock=clock, wrapper=key_wrapper(settings))
 
 
 class ClientKeys:
@@ -42,7 +70,8 @@ class ClientKeys:
                     "(is `memstream up` running? or set MEMSTREAM_SEAL_CONTENT=false)"
                 )
             self._client = MongoClient(uri, tz_aware=True, socketTimeoutMS=30_000)
-            store = DataKeyStore(self._client[self._settings.mongodb.database], clock=self._clock)
+            database = self._client[self._settings.mongodb.database]
+            store = data_key_store(database, self._settings, self._clock)
             self._ring = StoreKeyRing(store)
         return self._ring
 

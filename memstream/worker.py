@@ -18,7 +18,8 @@ from handlers.extraction.registry import extractor_for
 from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
 from memstream.config import Settings
-from projections.data_keys import DataKeyStore, StoreKeyRing
+from memstream.sealing import data_key_store
+from projections.data_keys import StoreKeyRing
 from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -97,7 +98,11 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
 
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
-        return create_projector_app(streams, _database(settings), clock)
+        from memstream.sealing import key_wrapper
+
+        return create_projector_app(
+            streams, _database(settings), clock, key_wrapper=key_wrapper(settings)
+        )
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
         from memstream.providers import chat_model, embedder
@@ -150,7 +155,7 @@ def stage_keys(settings: Settings, clock: Clock) -> StageKeys:
                 "(memstream up sets it for workers; or set MEMSTREAM_SEAL_CONTENT=false)"
             )
         return StageKeys()
-    store = DataKeyStore(_database(settings), clock=clock)
+    store = data_key_store(_database(settings), settings, clock)
     return StageKeys(StoreKeyRing(store), seal=settings.memory.seal_content)
 
 

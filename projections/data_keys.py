@@ -15,7 +15,15 @@ A document::
 
     {_id: key id, scope: "session" | "memory" | "user", owner: user id,
      subject: session id | memory id | None, generation: 1, 2, …,
-     material: Binary(32) (absent once destroyed), created_at, destroyed_at (None while live)}
+     wrapped: Binary (the material under a key-encryption key), kek: its id
+     (both absent once destroyed; a store without a `KeyWrapper` writes `material: Binary(32)`
+     instead), created_at, destroyed_at (None while live)}
+
+**Wrapped material.** With a `KeyWrapper` (`projections.key_wrapping`) the material never reaches
+the database in the clear: a dump of this collection without the master key opens nothing.
+Documents written unwrapped stay readable; `rewrap` wraps them, and moves documents wrapped by
+an older master key to the current one (rotation: the data keys, and so the log, stay as they
+are).
 
 **Race-safe creation.** The key id is a function of (scope, owner, subject, generation)
 (`handlers.sealing.data_key_id`), and a key is created by an upsert of that id whose random
@@ -55,7 +63,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument, UpdateOne
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
@@ -70,6 +78,7 @@ from handlers.sealing import (
     check_subject,
     data_key_id,
 )
+from projections.key_wrapping import KekUnavailable, KeyWrapper
 
 __all__ = ["DataKeyStore", "KeyRecord", "StoreKeyRing", "UnknownKey", "with_keys"]
 
@@ -108,6 +117,8 @@ class KeyRecord:
     generation: int
     created_at: datetime
     destroyed_at: datetime | None
+    kek: str | None = None
+    """The key-encryption key that wraps it (None: stored unwrapped, or destroyed)."""
 
     @classmethod
     def of(cls, document: Document) -> KeyRecord:
@@ -119,7 +130,26 @@ class KeyRecord:
             generation=int(document["generation"]),
             created_at=document["created_at"],
             destroyed_at=document.get("destroyed_at"),
+            kek=document.get("kek") if _live(document) else None,
         )
+
+
+def _live(document: Document) -> bool:
+    """Whether a key document still holds material (wrapped or not)."""
+    return "wrapped" in document or "material" in document
+
+
+LIVE = {"$or": [{"wrapped": {"$exists": True}}, {"material": {"$exists": True}}]}
+"""The query for documents `_live` is true of."""
+
+
+@dataclass(frozen=True)
+class Rewrapped:
+    """What `rewrap` did: keys moved to the current master key, by where they came from
+    (`plain` for unwrapped ones), and those a concurrent change (a destroy) kept it from."""
+
+    moved: dict[str, int]
+    skipped: int
 
 
 @dataclass(frozen=True)
@@ -144,8 +174,10 @@ class DataKeyStore:
         random_material: Callable[[], bytes] = _random_material,
         cache_ttl: timedelta = DEFAULT_CACHE_TTL,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        wrapper: KeyWrapper | None = None,
     ) -> None:
         self._keys: Collection[Document] = db[DATA_KEYS]
+        self._wrapper = wrapper
         self._clock = clock
         self._random_material = random_material
         self._cache_ttl = cache_ttl
@@ -179,7 +211,7 @@ class DataKeyStore:
                 {"owner": owner, "scope": scope, "subject": subject},
                 sort=[("generation", DESCENDING)],
             )
-            if newest is not None and "material" in newest:
+            if newest is not None and _live(newest):
                 found = self._remembered(newest, current=True)
             else:
                 generation = 1 if newest is None else int(newest["generation"]) + 1
@@ -239,7 +271,7 @@ class DataKeyStore:
 
     def records(self, owner: str) -> list[KeyRecord]:
         """Every key of `owner`, live and destroyed, without material (for audits and tests)."""
-        found = self._keys.find({"owner": owner}, {"material": 0})
+        found = self._keys.find({"owner": owner}, {"material": 0, "wrapped": 0})
         return sorted(
             (KeyRecord.of(document) for document in found),
             key=lambda r: (r.scope, r.subject or "", r.generation),
@@ -256,7 +288,7 @@ class DataKeyStore:
             "owner": owner,
             "subject": subject,
             "generation": generation,
-            "material": self._random_material(),
+            **self._stored_material(self._random_material(), key_id),
             "created_at": self._clock(),
             "destroyed_at": None,
         }
@@ -298,12 +330,15 @@ class DataKeyStore:
         with `created_at`, the key store's clock, so the bound is only as good as the clocks of
         the processes creating keys and of the request."""
         selector = self._selector(owner, scope, subject, created_until)
-        matching = list(self._keys.find(selector, {"_id": 1, "material": 1}))
-        live = [document["_id"] for document in matching if "material" in document]
+        matching = list(self._keys.find(selector, {"_id": 1, "material": 1, "wrapped": 1}))
+        live = [document["_id"] for document in matching if _live(document)]
         if live:
             self._keys.update_many(
-                {"_id": {"$in": live}, "material": {"$exists": True}},
-                {"$unset": {"material": ""}, "$set": {"destroyed_at": self._clock()}},
+                {"_id": {"$in": live}, **LIVE},
+                {
+                    "$unset": {"material": "", "wrapped": ""},
+                    "$set": {"destroyed_at": self._clock()},
+                },
             )
         self._forget_in_process({document["_id"] for document in matching})
         return tuple(sorted(live))
@@ -326,6 +361,78 @@ class DataKeyStore:
             selector["created_at"] = {"$lte": created_until}
         return selector
 
+    # ---- wrapping ------------------------------------------------------------------------------
+
+    def _stored_material(self, material: bytes, key_id: str) -> Document:
+        """How new material is stored: wrapped when this store has a wrapper."""
+        if self._wrapper is None:
+            return {"material": material}
+        kek, wrapped = self._wrapper.wrap(material, key_id)
+        return {"wrapped": wrapped, "kek": kek}
+
+    def _material(self, document: Document) -> bytes | None:
+        """The material a document holds (None once destroyed), unwrapped."""
+        if "wrapped" in document:
+            if self._wrapper is None:
+                raise KekUnavailable(
+                    f"data key {document['_id']} is wrapped by master key {document.get('kek')} "
+                    "and this process holds no master key: set MEMSTREAM_MASTER_KEY_FILE"
+                )
+            return self._wrapper.unwrap(
+                str(document.get("kek")), bytes(document["wrapped"]), str(document["_id"])
+            )
+        material = document.get("material")
+        return bytes(material) if material is not None else None
+
+    def rewrap(self, batch: int = 500) -> Rewrapped:
+        """Wrap every live key with the current master key: the unwrapped ones and those an
+        older master key wraps. Each update is conditional on the document being as it was
+        read, so a key destroyed meanwhile stays destroyed (counted as skipped)."""
+        if self._wrapper is None:
+            raise KekUnavailable("rewrapping needs a master key: set MEMSTREAM_MASTER_KEY_FILE")
+        current = self._wrapper.current
+        moved: dict[str, int] = {}
+        skipped = 0
+        stale = {**LIVE, "kek": {"$ne": current}}
+        pending: list[tuple[Document, Document]] = []
+        for document in self._keys.find(stale, {"material": 1, "wrapped": 1, "kek": 1}):
+            material = self._material(document)
+            assert material is not None  # live by the query
+            before = (
+                {"wrapped": document["wrapped"], "kek": document.get("kek")}
+                if "wrapped" in document
+                else {"material": document["material"]}
+            )
+            after = self._stored_material(material, document["_id"])
+            pending.append(({"_id": document["_id"], **before}, after))
+            source = str(document.get("kek") or "plain")
+            moved[source] = moved.get(source, 0) + 1
+            if len(pending) >= batch:
+                skipped += self._apply_rewraps(pending)
+                pending = []
+        if pending:
+            skipped += self._apply_rewraps(pending)
+        return Rewrapped(moved, skipped)
+
+    def _apply_rewraps(self, rewraps: list[tuple[Document, Document]]) -> int:
+        """Apply conditional rewraps in one bulk write; the number a concurrent change refused."""
+        result = self._keys.bulk_write(
+            [
+                UpdateOne(condition, {"$set": after, "$unset": {"material": ""}})
+                for condition, after in rewraps
+            ],
+            ordered=False,
+        )
+        return len(rewraps) - result.modified_count
+
+    def counts_by_master_key(self) -> dict[str, int]:
+        """Live keys by the master key that wraps them (`plain`: unwrapped)."""
+        counts: dict[str, int] = {}
+        for document in self._keys.find(LIVE, {"kek": 1, "wrapped": 1}):
+            name = str(document.get("kek")) if "wrapped" in document else "plain"
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     # ---- the cache -----------------------------------------------------------------------------
 
     def _cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
@@ -341,7 +448,7 @@ class DataKeyStore:
         """The live key `document` holds (None when destroyed), cached — unless `destroy` in
         this process destroyed it meanwhile: checked under the lock `destroy` evicts under, so
         a document read before a destroy is never returned or cached after it."""
-        material = document.get("material")
+        material = self._material(document)
         record = KeyRecord.of(document)
         with self._lock:
             if material is None:  # destroyed for good: remembered, so no lookup repeats it

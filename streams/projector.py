@@ -35,6 +35,7 @@ from handlers.sealing import KeyDestroyed
 from projections import LiveWrites, ensure_indexes, project_batch
 from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
 from projections.key_erasure import KeyForgetting, destroy_forgotten_keys
+from projections.key_wrapping import KeyWrapper
 from projections.progress import store_progress, topic_offsets
 from streams.app import faust_app, raw_table
 from streams.consuming import apply_batches
@@ -95,7 +96,11 @@ class ReadModelProgress:
 
 
 def create_projector_app(
-    settings: StreamSettings, db: Database[dict[str, Any]], clock: Clock = utc_now
+    settings: StreamSettings,
+    db: Database[dict[str, Any]],
+    clock: Clock = utc_now,
+    *,
+    key_wrapper: KeyWrapper | None = None,
 ) -> faust.App:
     app = faust_app(STAGE, settings)
     topics = settings.topics
@@ -109,7 +114,7 @@ def create_projector_app(
     )
     applied_offsets = raw_table(app, "applied-offsets", settings)  # progress before 0.3
     progress = ReadModelProgress(db, TableProgress(applied_offsets))
-    key_store = DataKeyStore(db, clock=clock)
+    key_store = DataKeyStore(db, clock=clock, wrapper=key_wrapper)
     ring = StoreKeyRing(key_store)
     writes = LiveWrites(db)
     guard = guard_partitions(

@@ -14,8 +14,10 @@ from pymongo.errors import OperationFailure
 
 from memstream.config import Settings, load_settings
 from memstream.runtime import TANSU_ENVIRONMENT, Pipeline, pipeline_stages
+from memstream.sealing import data_key_store
 from memstream.topics import ensure_topics
-from projections.data_keys import DataKeyStore, StoreKeyRing
+from projections.data_keys import StoreKeyRing
+from projections.key_wrapping import new_master_key, write_master_keys
 from streams.settings import utc_now
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -49,6 +51,9 @@ class PipelineHarness:
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         (log_dir / "test-config.yaml").write_text("# settings come from the environment\n")
+        master_key = log_dir / "master.key"  # every pipeline's data keys are wrapped
+        if not master_key.exists():
+            write_master_keys(master_key, [new_master_key()])
         flavour_environment = TANSU_ENVIRONMENT if broker.flavour == "tansu" else APACHE_ENVIRONMENT
         self.environment = {
             "MEMSTREAM_CONFIG": str(log_dir / "test-config.yaml"),
@@ -62,6 +67,7 @@ class PipelineHarness:
             "MEMSTREAM_LLM_MODEL": llm.model,
             "MEMSTREAM_EMBEDDING_PROVIDER": "openai",
             "MEMSTREAM_EMBEDDING_MODEL": llm.embedding_model,
+            "MEMSTREAM_MASTER_KEY_FILE": str(master_key),
             **flavour_environment,
             **TEST_PARTITIONS,
             **TEST_WINDOW,
@@ -83,7 +89,7 @@ class PipelineHarness:
     def key_ring(self) -> StoreKeyRing:
         """The pipeline's data keys (on its database), looked up as needed: for reading the
         sealed log the way `memstream replay` does."""
-        return StoreKeyRing(DataKeyStore(self.db, clock=utc_now), blocking=True)
+        return StoreKeyRing(data_key_store(self.db, self.settings, utc_now), blocking=True)
 
     def start(self) -> PipelineHarness:
         asyncio.run(ensure_topics(self.settings.kafka))
@@ -205,8 +211,9 @@ async def produce_raw(
 
 def copy_turns(source: PipelineHarness, target: PipelineHarness) -> int:
     """Copy the source pipeline's whole turns topic into the target's (same partitions, same
-    order, same bytes), creating the target's topics first, and its data keys (the turns are
-    sealed with them: a log and its key store go together). Returns the number of records."""
+    order, same bytes), creating the target's topics first, and its data keys with the master
+    key that wraps them (the turns are sealed with them: a log, its key store and its master
+    key go together). Returns the number of records."""
     kafka = source.settings.kafka
 
     async def copy() -> int:
@@ -224,4 +231,6 @@ def copy_turns(source: PipelineHarness, target: PipelineHarness) -> int:
     keys = list(source.db["data_keys"].find())
     if keys:
         target.db["data_keys"].insert_many(keys)
+    master_key = Path(source.environment["MEMSTREAM_MASTER_KEY_FILE"])
+    Path(target.environment["MEMSTREAM_MASTER_KEY_FILE"]).write_bytes(master_key.read_bytes())
     return asyncio.run(copy())
