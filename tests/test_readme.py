@@ -159,4 +159,5 @@ def test_the_readmes_locomo_command_is_the_runners() -> None:
     assert match is not None
     args = build_parser().parse_args(match[1].replace("\\\n", " ").split())
     assert (args.only, args.sessions, args.types) == ("conv-26", 4, "semantic,episodic")
-    assert args.embedded and args.context == ("search",) and not args.no_full_context
+    assert args.embedded and not args.no_full_context
+    assert args.context == ("build_context", "search")

@@ -44,7 +44,9 @@ FULL_CONTEXT = "full_context"
 
 @dataclass(frozen=True)
 class Options:
-    context: ContextMode = "search"
+    context: ContextMode = "build_context"
+    """The context memstream answers from by default: `build_context`'s block scored better
+    than the search results on LoCoMo (BENCHMARKS.md, "LoCoMo") at fewer tokens."""
     also: tuple[ContextMode, ...] = ()
     """Further memstream contexts every question is answered from (the same memories)."""
     full_context: bool = True
@@ -202,6 +204,25 @@ async def _evaluate_sample(
         **learned,
         "questions": questions,
     }
+
+
+DATASET_TEXT = ("question", "gold", "evidence", "answer", "context", "memory_texts")
+"""Report fields that quote the data set or what was learned from it (its licence forbids
+redistributing it): `public_report` leaves them out."""
+
+
+def public_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without the data set's text (questions, answers, evidence, memories,
+    contexts): scores, categories, tokens and seconds only, fit to commit."""
+
+    def stripped(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: stripped(v) for k, v in value.items() if k not in DATASET_TEXT}
+        if isinstance(value, list):
+            return [stripped(item) for item in value]
+        return value
+
+    return stripped(report)  # type: ignore[no-any-return]
 
 
 def extraction_totals(samples: Sequence[dict[str, Any]]) -> dict[str, int]:

@@ -51,7 +51,7 @@ from typing import Any
 from bench.llama_timings import llama_lock
 from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, Sample, first_sessions, load
-from bench.locomo.evaluate import Options, evaluate
+from bench.locomo.evaluate import Options, evaluate, public_report
 from bench.locomo.harness import LOCOMO_WINDOW
 from bench.machine import machine
 from memstream.config import Settings, load_settings
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--context",
         type=_contexts,
-        default=("search",),
+        default=("build_context",),
         help="search, build_context, both as a comma list (answered from the same memories, "
         "the first is the headline), or full",
     )
@@ -199,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedded", action="store_true", help="start the embedded pipeline")
     parser.add_argument("--timeout", type=float, default=3_600.0, help="catch-up, per conversation")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--public-out",
+        type=Path,
+        help="also write the report without the data set's text (fit to commit)",
+    )
     return parser
 
 
@@ -234,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    if args.public_out is not None:
+        public = json.dumps(public_report(report), indent=2, ensure_ascii=False, default=str)
+        args.public_out.write_text(public + "\n")
     print(json.dumps(report["comparison"] or report["scores"], indent=2))
     print(f"written to {args.out}", file=sys.stderr)
     return 0

@@ -5,12 +5,13 @@ non-adversarial question is answered from search and scored, and the judge is as
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, load
-from bench.locomo.evaluate import Options, evaluate
+from bench.locomo.evaluate import Options, evaluate, public_report
 from bench.locomo.harness import pipeline_on
 from bench.locomo.scripted import script
 from memstream.config import load_settings
@@ -48,7 +49,7 @@ def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
                         samples,
                         answerer,
                         judge,
-                        Options(catch_up_timeout=90, also=("build_context",)),
+                        Options(catch_up_timeout=90, context="search", also=("build_context",)),
                     )
                 finally:
                     await answerer.close()
@@ -94,6 +95,10 @@ def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
     overall = next(row for row in report["comparison"] if row["category"] == "overall")
     assert overall["memstream_f1"] == 8 / 9 and overall["full_context_f1"] == full["f1"]
     assert overall["prompt_tokens_ratio"] < 1
+    # What may be committed keeps the scores and none of the data set's text.
+    public = json.dumps(public_report(report))
+    assert marathon["question"] not in public and marathon["gold"] not in public
+    assert public_report(report)["scores"] == report["scores"]
 
 
 def test_full_context_only_needs_no_pipeline() -> None:
