@@ -174,6 +174,7 @@ def _up(args: argparse.Namespace) -> int:
                 llm_base_url=running.llm.base_url,
                 llm_local=infra.llm_server is not None,
                 llm_health_url=_health_url(infra.llm_server),
+                metrics=pipeline.metrics_addresses(),
             )
             print(f"log: {infra.describe_log()}")
             print("memstream is running. Point the SDK at it with:")
@@ -188,7 +189,9 @@ def _up(args: argparse.Namespace) -> int:
             try:
                 # restarts crashed stages and the local LLM; raises when one keeps failing
                 Supervisor(pipeline, servers=infra.supervised_servers()).run(
-                    report=lambda state: record.describe(supervision=state)
+                    report=lambda state: record.describe(
+                        supervision=state, metrics=pipeline.metrics_addresses()
+                    )
                 )
             except KeyboardInterrupt:
                 print("\nstopping …", file=sys.stderr)

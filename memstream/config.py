@@ -38,6 +38,8 @@ Environment variables (they win over the file):
 | MEMSTREAM_MAX_LLM_ANSWER_BYTES | limits.max_llm_answer_bytes |
 | MEMSTREAM_HTTP_HOST, MEMSTREAM_HTTP_PORT | http.host, http.port (`up` serves the API when set) |
 | MEMSTREAM_HTTP_MAX_BODY_BYTES | http.max_body_bytes |
+| MEMSTREAM_METRICS_PORT, MEMSTREAM_METRICS_HOST | operations.metrics_port, metrics_host |
+| MEMSTREAM_DRAIN_SECONDS | operations.drain_seconds (SIGTERM: records in flight finish) |
 | MEMSTREAM_DATA_DIR | data_dir |
 """
 
@@ -333,6 +335,19 @@ class MemorySettings(_Section):
         return value
 
 
+class OperationsSettings(_Section):
+    """How a worker is watched and stopped (README, "Operations")."""
+
+    metrics_port: int | None = Field(default=None, ge=0, le=65_535)
+    """The port of a worker's `/metrics`, `/healthz` and `/readyz` (0: any free port; unset:
+    none). `memstream up` gives each of its workers one of its own."""
+    metrics_host: str = "127.0.0.1"
+    """Where that server listens (`0.0.0.0` in a container, for Prometheus and the probes)."""
+    drain_seconds: float = Field(default=20.0, ge=0, le=600)
+    """On SIGTERM, how long a memory type's worker lets the records in flight (LLM calls)
+    finish before it abandons the rest (not committed: they come again)."""
+
+
 class Settings(_Section):
     """All of memstream's settings."""
 
@@ -344,6 +359,7 @@ class Settings(_Section):
     memory: MemorySettings = MemorySettings()
     limits: LimitsSettings = LimitsSettings()
     http: HttpSettings = HttpSettings()
+    operations: OperationsSettings = OperationsSettings()
     data_dir: Path = Path(".memstream")
 
 
@@ -398,6 +414,9 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_HTTP_HOST": ("http", "host"),
     "MEMSTREAM_HTTP_PORT": ("http", "port"),
     "MEMSTREAM_HTTP_MAX_BODY_BYTES": ("http", "max_body_bytes"),
+    "MEMSTREAM_METRICS_PORT": ("operations", "metrics_port"),
+    "MEMSTREAM_METRICS_HOST": ("operations", "metrics_host"),
+    "MEMSTREAM_DRAIN_SECONDS": ("operations", "drain_seconds"),
     "MEMSTREAM_DATA_DIR": ("data_dir",),
 }
 """Environment variable -> setting path. Later entries win (MEMSTREAM_ over the MONGOMEM_ alias)."""

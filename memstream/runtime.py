@@ -38,7 +38,7 @@ from memstream.servers import (
 from memstream.servers.kafka_lock import KAFKA_VERSION
 from memstream.servers.process import ChildProcess
 from memstream.topics import ensure_topics, topic_partitions
-from memstream.worker import EXIT_WITH_PARENT_VARIABLE, READY_MARKER
+from memstream.worker import EXIT_WITH_PARENT_VARIABLE, METRICS_MARKER, READY_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,12 @@ class StageProcess:
         """The worker printed its ready marker (first partition assignment done)."""
         return f"{READY_MARKER} {self.stage}".encode() in self._child.output()
 
+    def metrics_address(self) -> str | None:
+        """Where this run of the worker serves its metrics and probes (its marker line)."""
+        marker = f"{METRICS_MARKER} {self.stage} ".encode()
+        lines = [line for line in self._child.output().splitlines() if line.startswith(marker)]
+        return lines[-1][len(marker) :].decode().strip() if lines else None
+
     def log_tail(self, lines: int = 30) -> str:
         return self._child.log_tail(lines)
 
@@ -326,6 +332,11 @@ class Pipeline:
                 )
             time.sleep(0.1)
 
+    def metrics_addresses(self) -> dict[str, str]:
+        """Each running worker's metrics and probes address."""
+        found = {stage: process.metrics_address() for stage, process in self.processes.items()}
+        return {stage: address for stage, address in found.items() if address}
+
     def restart(self, stage: str, *, kill: bool = False, timeout: float = 120.0) -> None:
         process = self.processes[stage]
         process.kill() if kill else process.stop()
@@ -370,6 +381,8 @@ def running_pipeline(
     ):
         infra.llm_server = llm.server
         environment = {**infra.environment, **llm.environment}
+        if settings.operations.metrics_port is None:
+            environment["MEMSTREAM_METRICS_PORT"] = "0"  # each worker a free port of its own
         settings = configured(settings, environment)
         partitions = topic_partitions(settings.kafka, prepare_topics(settings))
         if partitions != settings.kafka.partitions:  # topics made before, with another count

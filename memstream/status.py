@@ -64,6 +64,7 @@ def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
     except (PyMongoError, ValueError) as exc:
         report["database"]["error"] = f"{type(exc).__name__}: {exc}"[:300]
     report["models"] = _models(settings, timeout, record)
+    report["metrics"] = dict((record or {}).get("metrics") or {})
     report["health"] = _health(report)
     return report
 
@@ -234,6 +235,8 @@ def format_status(report: dict[str, Any]) -> str:
             lines.append(f"dead letters: {count} x {reason}")
         if not report["dead_letters"]:
             lines.append("dead letters: none")
+    for stage, address in sorted(report.get("metrics", {}).items()):
+        lines.append(f"metrics {stage}: {address}/metrics (probes: /healthz, /readyz)")
     models = report["models"]
     for problem in models["problems"]:
         lines.append(f"problem: {problem}")

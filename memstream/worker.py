@@ -65,6 +65,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
         },
         expiry_check_interval=timedelta(seconds=settings.memory.expiry_check_interval_seconds),
         security=kafka.security,
+        drain_seconds=settings.operations.drain_seconds,
     )
 
 
@@ -185,6 +186,7 @@ def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     if kafka.bootstrap_servers:
         asyncio.run(wait_for_broker(kafka.bootstrap_servers, kafka.security, log=log))
     app = build_stage(with_topics(settings), stage)
+    watch(app, settings, stage)
     announced = False
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
@@ -205,6 +207,24 @@ def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
         watch_for_orphaning()
     worker = faust.Worker(app, loglevel=loglevel, override_logging=False, quiet=True)
     worker.execute_from_commandline()
+
+
+METRICS_MARKER = "memstream-metrics"
+"""What a worker prints, with its stage and address, once it serves `/metrics`."""
+
+
+def watch(app: faust.App, settings: Settings, stage: str) -> None:
+    """Health for the probes, and the metrics server when a port is set
+    (`memstream.observability`)."""
+    from memstream.observability import Health, serve_probes, watch_app
+
+    health = Health()
+    watch_app(app, health, stage)
+    operations = settings.operations
+    if operations.metrics_port is not None:
+        server = serve_probes(health, operations.metrics_port, operations.metrics_host)
+        address = f"http://{operations.metrics_host}:{server.server_port}"
+        print(f"{METRICS_MARKER} {stage} {address}", file=sys.stderr, flush=True)
 
 
 EXIT_WITH_PARENT_VARIABLE = "MEMSTREAM_EXIT_WITH_PARENT"

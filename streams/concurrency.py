@@ -52,6 +52,11 @@ class KeyedTasks:
         """Submitted and not finished."""
         return len(self._partitions)
 
+    @property
+    def partitions(self) -> set[int]:
+        """The partitions of the tasks submitted and not finished."""
+        return set(self._partitions.values())
+
     async def submit(
         self, key: Hashable, partition: int, work: Callable[[], Awaitable[None]]
     ) -> None:

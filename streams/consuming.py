@@ -17,6 +17,7 @@ the record (its commit covers only the contiguous prefix of acknowledged offsets
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
@@ -26,6 +27,7 @@ import faust
 from faust.types import TP, EventT
 
 from streams.concurrency import KeyedTasks
+from streams.metrics import RECORDS_IN
 from streams.progress import FinishedPrefix, PartitionGuard, ProgressStore
 from streams.records import InputRecord
 
@@ -47,6 +49,7 @@ async def apply_batches(
     progress (the events are acknowledged when it returns)."""
     async for events in cast(faust.Stream[bytes], stream).take_events(max_records, within):
         records = await guard.admitted([InputRecord.from_event(event) for event in events])
+        RECORDS_IN.labels(guard.stage).inc(len(records))
         if records:
             with guard.working():
                 await apply(records)
@@ -68,6 +71,7 @@ class ConcurrentRecords:
         async for event in unacked.events():
             record = InputRecord.from_event(event)
             admitted = await self.guard.admitted([record])
+            RECORDS_IN.labels(self.guard.stage).inc(len(admitted))
             if not admitted or admitted[-1].offset != record.offset:
                 await unacked.ack(event)  # a redelivery: applied already, or still in flight
             for todo in admitted:
@@ -90,6 +94,24 @@ class ConcurrentRecords:
                 await self.progress.store({record.tp: reached})
         if event is not None:
             await stream.ack(event)
+
+    async def drain(self, seconds: float) -> None:
+        """At shutdown (the consumer stopped): let the records in flight finish for up to
+        `seconds` — their results are written, so when they come again (not committed) they
+        are found written and cost no LLM call — then cancel what is left."""
+        pending = self.tasks.pending
+        if not pending:
+            return
+        log.info("draining %d records in flight (at most %.0f s)", pending, seconds)
+        try:
+            await asyncio.wait_for(self.tasks.drain(), seconds)
+        except TimeoutError:
+            left = await self.tasks.cancel(self.tasks.partitions)
+            log.warning(
+                "abandoned %d records in flight after %.0f s (they come again)", left, seconds
+            )
+        except Exception:
+            log.exception("a record in flight failed while draining")
 
     async def on_revoked(self, app: Any, revoked: Collection[TP]) -> None:
         """Stop the revoked partitions' records (they were not acknowledged: they come again)

@@ -11,6 +11,7 @@ import faust
 from events.codec import encode
 from events.dead_letters import InputDeadLettered
 from handlers.dead_letters import dead_letter_id
+from streams.metrics import DEAD_LETTERS, dead_letter_kind
 from streams.records import InputRecord
 from streams.settings import Clock
 
@@ -55,3 +56,4 @@ async def dead_letter(
     dead = dead_letter_record(record, stage=stage, reason=reason, now=clock())
     log.warning("dead-lettered %s: %s", record.position, reason)
     await (await topic.send(key=record.key, value=encode(dead), force=True))
+    DEAD_LETTERS.labels(stage, dead_letter_kind(reason)).inc()

@@ -64,6 +64,7 @@ from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
 from handlers.reconcile import Answer, KnownMemory, NewMemory, Question, Source, reconcile
 from handlers.sealing import KeyDestroyed
+from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.consuming import ConcurrentRecords
 from streams.dead_letters import dead_letter
@@ -125,7 +126,9 @@ class ExtractionStage:
         self.own = OwnDecisions(
             self.log_reader, settings.topics.memories, memory_type, read_model, ring
         )
-        self.llm = BoundedChat(models.llm, settings.llm_max_in_flight)
+        self.llm = BoundedChat(
+            models.llm, settings.llm_max_in_flight, memory_type=memory_type, name=models.llm_model
+        )
         self.embedder = BatchedEmbedder(models.embedder)
         self.applied = apply_or_dead_letter(
             self.apply, self.dead_letters, stage=self.name, clock=clock
@@ -163,8 +166,9 @@ class ExtractionStage:
         event_id = result_id(snapshot.event_id, self.memory_type, redrive_id)
         if await self._written(event_id, snapshot.event_id, redrive is not None):
             return
-        result = await self.extracted(self.extractor, snapshot, record, redrive)
-        await self.write(record, result)
+        with metrics.timed(metrics.EXTRACTION_SECONDS.labels(self.memory_type)):
+            result = await self.extracted(self.extractor, snapshot, record, redrive)
+            await self.write(record, result)
         if isinstance(result, SnapshotExtracted) and result.failure:
             reason = failure_reason(result.failure, result.event_id, sealed=self.keys.seal)
             await self._dead_letter(record, reason)
@@ -243,6 +247,9 @@ class ExtractionStage:
                 ),
                 what,
             )
+            if outcome.attempts > 1:
+                retries = metrics.LLM_RETRIES.labels(self.memory_type, self.models.llm_model)
+                retries.inc(outcome.attempts - 1)
             vectors = await self._embedded([m.text for m in outcome.memories])
             news = [NewMemory(c, v) for c, v in zip(outcome.memories, vectors, strict=True)]
             stamp = self._provenance(extractor.prompt_version)
@@ -379,7 +386,8 @@ def create_extraction_app(
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=workers))
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]
-    async def close_log_reader(sender: faust.App, **_: Any) -> None:
+    async def drain_then_close(sender: faust.App, **_: Any) -> None:
+        await stage.records.drain(settings.drain_seconds)
         await stage.log_reader.close()
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from functools import partial
 
 from handlers.ports import ChatAnswer, ChatModel, Embedder
 from handlers.reconcile import Thresholds
+from streams import metrics
 from streams.retrying import through_outages
 
 EMBEDDING_BATCH_TEXTS = 256
@@ -40,15 +41,32 @@ class MemoryModels:
 
 
 class BoundedChat:
-    """A `ChatModel` that runs at most `max_in_flight` calls at once."""
+    """A `ChatModel` that runs at most `max_in_flight` calls at once, counted
+    (`streams.metrics`: calls by outcome, tokens, seconds, calls in flight)."""
 
-    def __init__(self, model: ChatModel, max_in_flight: int) -> None:
+    def __init__(
+        self, model: ChatModel, max_in_flight: int, *, memory_type: str = "", name: str = ""
+    ) -> None:
         self._model = model
         self._slots = asyncio.Semaphore(max_in_flight)
+        self._labels = (memory_type, name)
 
     async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
         async with self._slots:
-            return await self._model.complete_json(messages)
+            in_flight = metrics.LLM_IN_FLIGHT.labels(*self._labels)
+            in_flight.inc()
+            try:
+                with metrics.timed(metrics.LLM_SECONDS.labels(*self._labels)):
+                    answer = await self._model.complete_json(messages)
+            except Exception as exc:
+                metrics.LLM_CALLS.labels(*self._labels, type(exc).__name__).inc()
+                raise
+            finally:
+                in_flight.dec()
+        metrics.LLM_CALLS.labels(*self._labels, "answered").inc()
+        metrics.LLM_TOKENS.labels(*self._labels, "prompt").inc(answer.prompt_tokens)
+        metrics.LLM_TOKENS.labels(*self._labels, "completion").inc(answer.completion_tokens)
+        return answer
 
 
 @dataclass

@@ -64,6 +64,7 @@ from faust.types import TP, TableT
 
 from streams.kafka_security import KafkaSecurity
 from streams.log_reader import CommittedOffsets, KafkaLogReader
+from streams.metrics import CONSUMER_LAG
 from streams.records import InputRecord
 from streams.tables import set_in_partition
 
@@ -73,6 +74,8 @@ PROGRESS_KEY_PREFIX = b"\x00applied|"
 """Table keys of partition progress; never a session or user key (identifiers exclude NUL)."""
 REREAD_CHECK_SECONDS = 5.0
 """How often each stage looks for commits beyond its progress (`PartitionGuard.reread_skipped`)."""
+LAG_CHECK_SECONDS = 15.0
+"""How often each stage measures its consumer lag (`PartitionGuard.measure_lag`)."""
 
 LogReader = Callable[[TP, int, int], Awaitable[list[InputRecord]]]
 """`read(tp, start, end)`: records of `tp` with offsets in `[start, end)`, in order: all of them
@@ -201,6 +204,22 @@ class PartitionGuard:
         self._working = 0
         self._waiting: dict[TP, int] = {}
         """Partitions whose end was beyond the next expected offset at the last check (idle)."""
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    async def measure_lag(self, consumer: Any) -> None:
+        """Record each assigned input partition's lag (`streams.metrics.CONSUMER_LAG`): its
+        end as the broker reports it, minus the next offset this stage will apply."""
+        assigned = [tp for tp in consumer.assignment() if tp.topic in self._topics]
+        if not assigned:
+            return
+        ends = await consumer.highwaters(*assigned)
+        for tp in assigned:
+            applied = await self.progress.last_applied(tp)
+            pending = max(0, int(ends.get(tp, 0)) - (applied + 1 if applied is not None else 0))
+            CONSUMER_LAG.labels(self._stage, tp.topic, str(tp.partition)).set(pending)
 
     @contextmanager
     def working(self) -> Iterator[None]:
@@ -337,9 +356,18 @@ def guard_partitions(
     async def reread_skipped_records() -> None:
         await guard.reread_skipped(app)
 
+    async def measure_lag() -> None:
+        if app.rebalancing:
+            return
+        try:
+            await guard.measure_lag(app.consumer)
+        except Exception:  # a broker outage: the gauge keeps its last values
+            log.debug("%s: measuring the consumer lag failed", stage, exc_info=True)
+
     async def forget_revoked(sender: Any, revoked: Collection[TP], **_: Any) -> None:
         guard.forget(revoked)  # another worker may move them on before they come back
 
     app.timer(REREAD_CHECK_SECONDS)(reread_skipped_records)
+    app.timer(LAG_CHECK_SECONDS)(measure_lag)
     app.on_partitions_revoked.connect(forget_revoked)
     return guard

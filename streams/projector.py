@@ -37,6 +37,7 @@ from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
 from projections.key_erasure import KeyForgetting, destroy_forgotten_keys
 from projections.key_wrapping import KeyWrapper
 from projections.progress import store_progress, topic_offsets
+from streams import metrics
 from streams.app import faust_app, raw_table
 from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter_record
@@ -192,10 +193,12 @@ def create_projector_app(
         if not run:
             return []
         batch = [(event, record.partition) for record, event in run]
-        outcome = await through_outages(
-            partial(asyncio.to_thread, project_batch, db, batch),
-            f"projecting {run[0][0].position} and {len(run) - 1} more",
-        )
+        metrics.PROJECTOR_BATCH.observe(len(batch))
+        with metrics.timed(metrics.PROJECTOR_WRITE_SECONDS):
+            outcome = await through_outages(
+                partial(asyncio.to_thread, project_batch, db, batch),
+                f"projecting {run[0][0].position} and {len(run) - 1} more",
+            )
         return [
             (record, error) for (record, _), error in zip(run, outcome.errors, strict=True) if error
         ]
@@ -208,6 +211,7 @@ def create_projector_app(
             letters.append(
                 (dead_letter_record(record, stage=STAGE, reason=reason, now=clock()), None)
             )
+            metrics.DEAD_LETTERS.labels(STAGE, metrics.dead_letter_kind(reason)).inc()
         if letters:
             await through_outages(
                 partial(asyncio.to_thread, project_batch, db, letters),

@@ -28,6 +28,7 @@ from tenacity import (
 
 from handlers.failures import is_outage
 from streams.dead_letters import dead_letter
+from streams.metrics import OUTAGE_RETRIES
 from streams.records import InputRecord
 from streams.settings import Clock
 
@@ -46,6 +47,7 @@ def _log_outage(what: str) -> Callable[[RetryCallState], None]:
     def before_sleep(state: RetryCallState) -> None:
         failure = state.outcome.exception() if state.outcome else None
         delay = state.next_action.sleep if state.next_action else 0.0
+        OUTAGE_RETRIES.labels(type(failure).__name__).inc()
         log.warning(
             "%s: %r (attempt %d); waiting %.1fs for it to come back",
             what,
@@ -113,6 +115,7 @@ async def through_outages(call: Callable[[], Awaitable[T]], what: str) -> T:
         if not is_outage(exc):
             raise
         delay = _first_delay(exc)
+        OUTAGE_RETRIES.labels(type(exc).__name__).inc()
         log.warning("%s: %r; waiting %.1fs for it to come back", what, exc, delay)
         await asyncio.sleep(delay)
 

@@ -21,17 +21,20 @@ from functools import partial
 
 import faust
 
+from streams.metrics import RECORDS_OUT
 from streams.retrying import through_outages
 
 
 async def sent_by_key(topic: faust.TopicT, key: bytes, value: bytes) -> None:
     """Send one record to the partition of its key and wait for the broker's ack."""
     await (await topic.send(key=key, value=value, force=True))
+    RECORDS_OUT.labels(topic.get_topic_name()).inc()
 
 
 async def sent_to(topic: faust.TopicT, key: bytes, value: bytes, partition: int) -> int:
     """Send one record to `partition`, wait for the broker's ack, return its offset."""
     metadata = await (await topic.send(key=key, value=value, partition=partition, force=True))
+    RECORDS_OUT.labels(topic.get_topic_name()).inc()
     return int(metadata.offset)
 
 
@@ -69,4 +72,5 @@ async def _sent(record: Outgoing) -> int:
             key=record.key, value=record.value, partition=record.partition, force=True
         )
     )
+    RECORDS_OUT.labels(record.topic.get_topic_name()).inc()
     return int(metadata.offset)

@@ -46,6 +46,8 @@ class StreamSettings:
     """How often a memory type's stage looks for versions that are due to expire."""
     security: KafkaSecurity = PLAINTEXT
     """How every Kafka connection of the stage authenticates and encrypts."""
+    drain_seconds: float = 20.0
+    """At shutdown, how long a memory type's stage lets its records in flight finish."""
 
     @property
     def records_in_flight(self) -> int:

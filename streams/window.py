@@ -46,6 +46,7 @@ from handlers.window import (
     idle_command,
     should_request_idle,
 )
+from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter
@@ -158,6 +159,7 @@ class WindowStage:
             return
         for snapshot in decision.snapshots:
             await self._send(batch, snapshot, f"snapshot {snapshot.event_id}")
+            metrics.promoted(snapshot.reason, snapshot.turns[-1].occurred_at, snapshot.occurred_at)
             log.info(
                 "promoted snapshot %s seq=%s (%s, %d turns)",
                 snapshot.event_id,

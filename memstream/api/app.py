@@ -23,6 +23,7 @@ from events.memories import MemoryType
 from memstream.api import models as m
 from memstream.api.auth import Authenticated, Caller
 from memstream.api.mcp_server import build_mcp, http_caller
+from memstream.api.metrics import RequestMetrics, install_probes
 from memstream.api.problems import PROBLEM_JSON, ApiProblem, BodyLimit, Problem, install
 from memstream.client import MemoryClient
 from memstream.config import Settings
@@ -90,6 +91,8 @@ def create_app(settings: Settings, *, memory: MemoryClient | None = None) -> Fas
     )
     install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.http.max_body_bytes)
+    app.add_middleware(RequestMetrics)
+    install_probes(app)
     app.include_router(_router())
     mcp = build_mcp(http_caller(app.state))
     app.mount("/mcp", mcp.streamable_http_app(streamable_http_path="/", host=settings.http.host))

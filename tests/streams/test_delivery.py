@@ -15,6 +15,7 @@ import pytest
 from events import encode
 from memstream.servers import SecantusServer
 from tests import factories as f
+from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually, produce_raw
 
 pytestmark = pytest.mark.integration
@@ -162,3 +163,38 @@ def test_a_database_outage_is_waited_out_without_dead_letters(
         )
         assert len(turns) == 2
         assert pipeline.db["dead_letters"].count_documents({}) == 0
+
+
+def test_a_worker_stopped_mid_extraction_finishes_the_llm_call_and_writes_its_result(
+    pipeline_factory: Any,
+) -> None:
+    """SIGTERM while a snapshot's LLM call is in flight: the worker drains (the call finishes,
+    the result is written) before it exits, so the snapshot, read again after the restart
+    (its progress was not committed), is found written and costs no second call."""
+    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_DRAIN_SECONDS="30")
+    pipeline.llm.on("Stripe", STRIPE_FACTS, scope="last_user")
+    pipeline.llm.latency = 4.0
+    pipeline.record("gus", "s1", [{"role": "user", "content": "I work at Stripe."}])
+    pipeline.flush("gus", "s1")
+    eventually(
+        lambda: len(pipeline.llm.chat_requests),
+        lambda asked: asked == 1,
+        timeout=60,
+        what="the extraction's LLM call to start",
+    )
+    worker = pipeline.pipeline.processes["extract:semantic"]
+    worker.stop(timeout=40)
+    assert worker.returncode == 0, worker.log_tail()
+    assert "draining 1 records in flight" in worker.log_path.read_text()
+    pipeline.llm.latency = 0.0
+    worker.start()
+    pipeline.pipeline.wait_ready(120, ["extract:semantic"])
+    (memory,) = eventually(
+        lambda: pipeline.memories(user_id="gus"),
+        lambda found: len(found) == 1,
+        timeout=60,
+        what="the memory the drained call learned",
+    )
+    assert memory["text"] == "The user works at Stripe."
+    time.sleep(3)  # the redelivered snapshot is seen as written
+    assert len(pipeline.llm.chat_requests) == 1
