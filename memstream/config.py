@@ -10,6 +10,8 @@ Environment variables (they win over the file):
 | OPENAI_BASE_URL, OPENAI_API_KEY, MEMSTREAM_LLM_MODEL | llm.base_url, llm.api_key, llm.model |
 | MEMSTREAM_LOCAL_LLM (auto, small, large, off) | llm.local (used when no endpoint is set) |
 | MEMSTREAM_LLM_MAX_IN_FLIGHT | llm.max_in_flight (LLM calls in flight per worker) |
+| MEMSTREAM_LLM_DAILY_TOKEN_BUDGET | llm.daily_token_budget (per user, extraction) |
+| MEMSTREAM_LLM_BUDGET_CHECK_INTERVAL | llm.budget_check_seconds |
 | MEMSTREAM_EMBEDDING_PROVIDER, MEMSTREAM_EMBEDDING_MODEL | embedding.provider, embedding.model |
 | MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
@@ -179,6 +181,11 @@ class LLMSettings(_Section):
     """LLM calls one memory type's worker keeps in flight at once (each stage worker has its
     own): a hosted endpoint serves many requests at a time; a local CPU model one
     (`memstream up` sets 1 for the packaged model)."""
+    daily_token_budget: int | None = Field(default=None, ge=1)
+    """LLM tokens (prompt and completion) one user's extraction may spend per UTC day; over it,
+    the user's snapshots wait in the log until the next day (README, "Quotas"). Unset: none."""
+    budget_check_seconds: float = Field(default=60.0, gt=0, le=3_600)
+    """How often a snapshot waiting for its user's budget looks again."""
     max_tokens: int = Field(default=1024, ge=16, le=32_768)
     """Bounds each answer (small models in JSON mode may otherwise emit whitespace forever)."""
     local: Literal["auto", "small", "large", "off"] = "auto"
@@ -391,6 +398,8 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_LOCAL_LLM": ("llm", "local"),
     "MEMSTREAM_LLM_TIMEOUT": ("llm", "timeout_seconds"),
     "MEMSTREAM_LLM_MAX_IN_FLIGHT": ("llm", "max_in_flight"),
+    "MEMSTREAM_LLM_DAILY_TOKEN_BUDGET": ("llm", "daily_token_budget"),
+    "MEMSTREAM_LLM_BUDGET_CHECK_INTERVAL": ("llm", "budget_check_seconds"),
     "MEMSTREAM_EMBEDDING_PROVIDER": ("embedding", "provider"),
     "MEMSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
     "MEMSTREAM_EMBEDDING_BASE_URL": ("embedding", "base_url"),

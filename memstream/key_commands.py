@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -34,6 +35,14 @@ def register(commands: Any) -> None:
     create.add_argument(
         "--user-prefix", help="an application may only act on user ids starting with this"
     )
+    create.add_argument(
+        "--expires-in",
+        type=_duration,
+        help="refused after this long: 90d, 12h, 30m or seconds (default: never)",
+    )
+    create.add_argument(
+        "--rate-limit", type=int, help="requests per minute at most (over it: HTTP 429)"
+    )
     create.set_defaults(run=_create)
 
     listing = actions.add_parser("list", help="every key (never the secrets)")
@@ -43,6 +52,23 @@ def register(commands: Any) -> None:
     revoke = actions.add_parser("revoke", help="revoke a key: refused from the next request on")
     revoke.add_argument("key_id")
     revoke.set_defaults(run=_revoke)
+
+
+_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+
+
+def _duration(text: str) -> timedelta:
+    """`90d`, `12h`, `30m`, `45s` or plain seconds."""
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in _UNITS else (text, "s")
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a duration like 90d, 12h, 30m or 45s"
+        ) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("a duration must be more than 0")
+    return timedelta(seconds=seconds)
 
 
 def _store() -> KeyStore:
@@ -55,6 +81,7 @@ def _store() -> KeyStore:
 def _create(args: argparse.Namespace) -> int:
     async def create() -> int:
         store = _store()
+        limits: dict[str, Any] = {"expires_in": args.expires_in, "rate_limit": args.rate_limit}
         try:
             if args.service_account:
                 key, stored = await store.create(
@@ -62,10 +89,15 @@ def _create(args: argparse.Namespace) -> int:
                     "service_account",
                     args.service_account,
                     user_prefix=args.user_prefix,
+                    **limits,
                 )
             else:
                 key, stored = await store.create(
-                    args.name, "application", args.application, user_prefix=args.user_prefix
+                    args.name,
+                    "application",
+                    args.application,
+                    user_prefix=args.user_prefix,
+                    **limits,
                 )
         except ValueError as exc:
             print(f"memstream: {exc}", file=sys.stderr)
@@ -96,6 +128,10 @@ def _list(args: argparse.Namespace) -> int:
             if described["user_prefix"]:
                 scope += f" (users {described['user_prefix']}*)"
             state = f"revoked {described['revoked_at']}" if key.revoked_at else "active"
+            if key.expires_at and not key.revoked_at:
+                state += f", expires {described['expires_at']}"
+            if key.rate_limit:
+                state += f", {key.rate_limit}/min"
             print(
                 f"{key.key_id}  {described['kind']:<15} {scope:<30} {state:<8} "
                 f"ignored user ids: {key.ignored_user_ids}  {key.name}"

@@ -12,6 +12,12 @@ The comparison is constant-time. See docs/architecture.md, "HTTP API and keys".
 
 Keys are configuration, not memory: they live in their own collection (`api_keys`), are not
 derived from the log and are not rebuilt by `memstream replay`.
+
+A key may expire (`expires_at`: refused from then on, like a revoked one) and may be limited to
+`rate_limit` requests per minute (`handlers.quotas`): every server process counts a key's
+requests of the current minute in one document of `api_key_usage` (removed by a TTL index an
+hour later), so the limit holds across processes; the request over it gets `RateLimited`
+with the seconds until the next minute.
 """
 
 from __future__ import annotations
@@ -20,25 +26,38 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, ReturnDocument
 
 from events.base import Identifier
 from events.turns import Principal
 from handlers.identity import Grant, GrantKind
+from handlers.quotas import over_rate, rate_window, retry_after
 from streams.settings import Clock, utc_now
 
 KEYS = "api_keys"
+USAGE = "api_key_usage"
+RATE_PERIOD = timedelta(minutes=1)
 PREFIX = "msk"
 Document = dict[str, Any]
 _identifier: TypeAdapter[str] = TypeAdapter(Identifier)
 
 
 class InvalidKey(ValueError):
-    """A key that is malformed, unknown or revoked (the message does not say which)."""
+    """A key that is malformed, unknown, revoked or expired."""
+
+
+class RateLimited(RuntimeError):
+    """A key made more requests this minute than its limit allows."""
+
+    def __init__(self, key_id: str, limit: int, retry_after: int) -> None:
+        super().__init__(
+            f"API key {key_id} is limited to {limit} requests a minute; retry in {retry_after} s"
+        )
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,9 @@ class Key:
     created_at: datetime
     revoked_at: datetime | None
     ignored_user_ids: int
+    expires_at: datetime | None = None
+    rate_limit: int | None = None
+    """Requests per minute at most (None: no limit)."""
 
     @classmethod
     def of(cls, document: Document) -> Key:
@@ -65,6 +87,8 @@ class Key:
             created_at=document["created_at"],
             revoked_at=document.get("revoked_at"),
             ignored_user_ids=int(document.get("ignored_user_ids", 0)),
+            expires_at=document.get("expires_at"),
+            rate_limit=document.get("rate_limit"),
         )
 
     def described(self) -> Document:
@@ -77,6 +101,8 @@ class Key:
             "created_at": self.created_at.isoformat(),
             "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
             "ignored_user_ids": self.ignored_user_ids,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "rate_limit": self.rate_limit,
         }
 
 
@@ -99,6 +125,8 @@ class KeyStore:
     def __init__(self, uri: str, database: str, *, clock: Clock = utc_now) -> None:
         self._client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
         self._keys = self._client[database][KEYS]
+        self._usage = self._client[database][USAGE]
+        self._usage_indexed = False
         self._clock = clock
 
     async def close(self) -> None:
@@ -111,9 +139,17 @@ class KeyStore:
         principal_id: str,
         *,
         user_prefix: str | None = None,
+        expires_in: timedelta | None = None,
+        rate_limit: int | None = None,
     ) -> tuple[str, Key]:
-        """A new key for `principal_id`; returns the key (shown once) and what is stored."""
+        """A new key for `principal_id`, expiring `expires_in` from now and limited to
+        `rate_limit` requests a minute when given; returns the key (shown once) and what is
+        stored."""
         _identifier.validate_python(principal_id)
+        if expires_in is not None and expires_in <= timedelta(0):
+            raise ValueError("a key must live for more than 0 seconds")
+        if rate_limit is not None and rate_limit < 1:
+            raise ValueError("a rate limit is at least 1 request a minute")
         if kind == "service_account" and user_prefix is not None:
             raise ValueError("a service account acts on its own id: it takes no user prefix")
         if kind == "application" and principal_id in await self.service_accounts():
@@ -130,6 +166,8 @@ class KeyStore:
             "created_at": self._clock(),
             "revoked_at": None,
             "ignored_user_ids": 0,
+            "expires_at": self._clock() + expires_in if expires_in is not None else None,
+            "rate_limit": rate_limit,
         }
         await self._keys.insert_one(document)
         return f"{PREFIX}_{key_id}_{secret}", Key.of(document)
@@ -152,7 +190,32 @@ class KeyStore:
             raise InvalidKey("unknown API key")
         if document.get("revoked_at") is not None:
             raise InvalidKey("revoked API key")
-        return Key.of(document)
+        found = Key.of(document)
+        if found.expires_at is not None and found.expires_at <= self._clock():
+            raise InvalidKey("expired API key")
+        return found
+
+    async def count_request(self, key: Key) -> None:
+        """Count one request of `key` in the current minute; `RateLimited` when it is over the
+        key's limit (the refused request is counted too: hammering does not reset it)."""
+        if key.rate_limit is None:
+            return
+        if not self._usage_indexed:
+            await self._usage.create_index("expires", expireAfterSeconds=0)
+            self._usage_indexed = True
+        now = self._clock()
+        window = rate_window(now, RATE_PERIOD)
+        counted = await self._usage.find_one_and_update(
+            {"_id": f"{key.key_id}|{window.name}"},
+            {"$inc": {"count": 1}, "$setOnInsert": {"expires": now + timedelta(hours=1)}},
+            upsert=True,
+            return_document=ReturnDocument.AFTER,
+        )
+        if counted is None:  # SecantusDB may answer a racing upsert with nothing: read it
+            counted = await self._usage.find_one({"_id": f"{key.key_id}|{window.name}"})
+        count = int(counted["count"]) if counted else 1
+        if over_rate(count, key.rate_limit):
+            raise RateLimited(key.key_id, key.rate_limit, retry_after(window))
 
     async def service_accounts(self) -> frozenset[str]:
         """The ids of every service account that has a key (revoked ones too: their memory

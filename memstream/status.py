@@ -34,7 +34,9 @@ from memstream.local_llm import wants_local_llm
 from memstream.preflight import problems
 from memstream.runtime import pipeline_stages
 from memstream.worker import stream_settings
+from projections.llm_budget import LlmBudgetStore
 from projections.store import DEAD_LETTERS, SNAPSHOTS, TURNS
+from streams.settings import utc_now
 
 EXIT_CODES = {"healthy": 0, "degraded": 1, "unreachable": 2}
 
@@ -140,11 +142,15 @@ def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
         ):
             reason = f"{letter['stage']}: {str(letter['reason']).split(':')[0][:80]}"
             letters[reason] = letters.get(reason, 0) + 1
-        return {
+        found: dict[str, Any] = {
             "sessions_with_open_windows": len(open_sessions),
             "snapshots_waiting": waiting,
             "dead_letters": letters,
         }
+        if (budget := settings.llm.daily_token_budget) is not None:
+            over = LlmBudgetStore(db).over_budget(budget, utc_now())
+            found["over_llm_budget_today"] = over
+        return found
     finally:
         client.close()
 
@@ -235,6 +241,11 @@ def format_status(report: dict[str, Any]) -> str:
             lines.append(f"dead letters: {count} x {reason}")
         if not report["dead_letters"]:
             lines.append("dead letters: none")
+    if "over_llm_budget_today" in report:
+        over = report["over_llm_budget_today"]
+        lines.append(
+            f"over the daily LLM budget (their snapshots wait): {', '.join(over) or 'nobody'}"
+        )
     for stage, address in sorted(report.get("metrics", {}).items()):
         lines.append(f"metrics {stage}: {address}/metrics (probes: /healthz, /readyz)")
     models = report["models"]

@@ -20,6 +20,7 @@ from handlers.window import WindowPolicy
 from memstream.config import Settings
 from memstream.sealing import data_key_store
 from projections.data_keys import StoreKeyRing
+from streams.budget import BudgetGate
 from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -130,9 +131,32 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         keys = stage_keys(settings, clock)
         read_model = StageReadModel(_database(settings), settings.kafka.topics.memories)
         return create_extraction_app(
-            streams, memory_type, extractor, models, read_model, clock=clock, keys=keys
+            streams,
+            memory_type,
+            extractor,
+            models,
+            read_model,
+            clock=clock,
+            keys=keys,
+            budget=_budget(settings, memory_type, clock),
         )
     raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+
+
+def _budget(settings: Settings, memory_type: str, clock: Clock) -> BudgetGate | None:
+    """The users' daily LLM token budget, when one is set."""
+    budget = settings.llm.daily_token_budget
+    if budget is None:
+        return None
+    from projections.llm_budget import LlmBudgetStore
+
+    return BudgetGate(
+        LlmBudgetStore(_database(settings)),
+        budget,
+        memory_type=memory_type,
+        clock=clock,
+        check_every=timedelta(seconds=settings.llm.budget_check_seconds),
+    )
 
 
 def _database(settings: Settings) -> Database[dict[str, Any]]:

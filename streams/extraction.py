@@ -66,6 +66,7 @@ from handlers.reconcile import Answer, KnownMemory, NewMemory, Question, Source,
 from handlers.sealing import KeyDestroyed
 from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
+from streams.budget import BudgetGate
 from streams.consuming import ConcurrentRecords
 from streams.dead_letters import dead_letter
 from streams.expiry_timer import ExpiryTimer
@@ -98,8 +99,10 @@ class ExtractionStage:
         *,
         clock: Clock,
         keys: StageKeys,
+        budget: BudgetGate | None = None,
     ) -> None:
         self.name = f"extract-{memory_type}"
+        self.budget = budget
         self.settings = settings
         self.memory_type = memory_type
         self.extractor = extractor
@@ -166,9 +169,13 @@ class ExtractionStage:
         event_id = result_id(snapshot.event_id, self.memory_type, redrive_id)
         if await self._written(event_id, snapshot.event_id, redrive is not None):
             return
+        if self.budget is not None:
+            await self.budget.wait_within(snapshot.user_id, f"{self.name} of {snapshot.event_id}")
         with metrics.timed(metrics.EXTRACTION_SECONDS.labels(self.memory_type)):
             result = await self.extracted(self.extractor, snapshot, record, redrive)
             await self.write(record, result)
+        if self.budget is not None:
+            await self.budget.spend(snapshot.user_id, result.usage)
         if isinstance(result, SnapshotExtracted) and result.failure:
             reason = failure_reason(result.failure, result.event_id, sealed=self.keys.seal)
             await self._dead_letter(record, reason)
@@ -369,12 +376,22 @@ def create_extraction_app(
     *,
     clock: Clock = utc_now,
     keys: StageKeys = NO_KEYS,
+    budget: BudgetGate | None = None,
 ) -> faust.App:
     """The stage of `memory_type`; without an `extractor` (the type is not enabled) it only
-    reconciles direct saves and makes no LLM call for snapshots."""
+    reconciles direct saves and makes no LLM call for snapshots. With a `budget`, a user's
+    snapshots wait while the user spent the day's LLM tokens (`streams.budget`)."""
     app = faust_app(f"extract-{memory_type}", settings)
     stage = ExtractionStage(
-        app, settings, memory_type, extractor, models, read_model, clock=clock, keys=keys
+        app,
+        settings,
+        memory_type,
+        extractor,
+        models,
+        read_model,
+        clock=clock,
+        keys=keys,
+        budget=budget,
     )
     expiries = ExpiryTimer(memory_type, read_model, stage.snapshots, settings, clock)
 

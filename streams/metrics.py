@@ -75,6 +75,16 @@ LLM_SECONDS = Histogram(
     ["memory_type", "model"],
     buckets=(0.05, 0.25, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
+LLM_BUDGET_WAITING = Gauge(
+    "memstream_llm_budget_waiting_snapshots",
+    "Snapshots waiting because their user spent the day's LLM token budget",
+    ["memory_type"],
+)
+LLM_BUDGET_EXCEEDED = Counter(
+    "memstream_llm_budget_exceeded_total",
+    "Snapshots that had to wait for their user's LLM token budget",
+    ["memory_type"],
+)
 PROJECTOR_BATCH = Histogram(
     "memstream_projector_batch_records",
     "Records per projected batch",

@@ -88,9 +88,11 @@ def _jsonable(value: Any) -> Any:
 
 
 async def authenticated(keys: KeyStore, memory: MemoryClient, key: str) -> Caller:
-    """The caller holding `key` (`InvalidKey` if it is unknown or revoked): the SDK acting as
-    the key's principal. Shared by the HTTP endpoints and the MCP tools."""
+    """The caller holding `key` (`InvalidKey` if it is unknown, revoked or expired;
+    `RateLimited` over its rate): the SDK acting as the key's principal. Shared by the HTTP
+    endpoints and the MCP tools."""
     found = await keys.authenticate(key)
+    await keys.count_request(found)
     view = memory.acting_as(
         found.grant.principal, deployed_agent=found.grant.kind == "service_account"
     )

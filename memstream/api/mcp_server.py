@@ -22,7 +22,7 @@ from handlers.messages import InvalidMessageError
 from memstream.api.auth import Caller, authenticated
 from memstream.client import MemoryClient, MemoryNotFound
 from memstream.config import Settings
-from memstream.keys import InvalidKey, KeyStore
+from memstream.keys import InvalidKey, KeyStore, RateLimited
 
 CallerOf = Callable[[Context], Awaitable[Caller]]
 
@@ -120,6 +120,7 @@ async def _refusals_as_tool_errors() -> AsyncIterator[None]:
         yield
     except (
         InvalidKey,
+        RateLimited,
         Refused,
         InvalidMessageError,
         MemoryNotFound,

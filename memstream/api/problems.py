@@ -24,7 +24,7 @@ from handlers.failures import is_outage
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
 from memstream.client import MemoryNotFound
-from memstream.keys import InvalidKey
+from memstream.keys import InvalidKey, RateLimited
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -91,6 +91,11 @@ def install(app: FastAPI) -> None:
     async def invalid_key(request: Request, exc: InvalidKey) -> Response:
         headers = {"WWW-Authenticate": "Bearer"}
         return problem(request, 401, "unauthenticated", str(exc), headers=headers)
+
+    @app.exception_handler(RateLimited)
+    async def rate_limited(request: Request, exc: RateLimited) -> Response:
+        headers = {"Retry-After": str(exc.retry_after)}
+        return problem(request, 429, "rate-limited", str(exc), headers=headers)
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:

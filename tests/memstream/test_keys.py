@@ -81,3 +81,16 @@ def test_a_service_account_key_takes_no_user_prefix(database: str) -> None:
         main(["keys", "create", "--name", "x", "--service-account", "svc", "--user-prefix", "a-"])
         == 2
     )
+
+
+def test_a_key_made_with_an_expiry_and_a_rate_limit_lists_both(
+    database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["keys", "create", "--name", "ci", "--application", "ci"]
+    assert main([*command, "--expires-in", "90d", "--rate-limit", "600"]) == 0
+    capsys.readouterr()
+    assert main(["keys", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "expires 20" in listing and "600/min" in listing
+    with pytest.raises(SystemExit):
+        main([*command, "--expires-in", "soon"])

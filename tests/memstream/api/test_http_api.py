@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -200,6 +202,37 @@ def test_a_revoked_key_is_refused_at_once(api: ServedApi) -> None:
             memory.search("anything", user_id="tmp-u")
     assert refused.value.status == 401
     assert refused.value.problem["detail"] == "revoked API key"
+
+
+def test_a_key_over_its_rate_gets_429_with_retry_after_and_other_keys_do_not(
+    api: ServedApi,
+) -> None:
+    key = api.create_key("limited", "application", "rate", user_prefix="rate-", rate_limit=3)
+    headers = {"Authorization": f"Bearer {key}"}
+    answers = [httpx.get(f"{api.url}/v1/status", headers=headers, timeout=10) for _ in range(5)]
+    codes = [answer.status_code for answer in answers]
+    # A minute boundary between the requests would reset the count: at most two windows.
+    assert codes.count(429) >= 1 and codes.count(200) <= 6
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert refused.json()["type"].endswith("rate-limited")
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    with HttpMemoryClient(api.url, api.keys["app"]) as unlimited:
+        for _ in range(5):
+            unlimited.status()
+
+
+def test_an_expired_key_is_refused(api: ServedApi) -> None:
+    key = api.create_key(
+        "expiring", "application", "expiry", user_prefix="exp-", expires_in=timedelta(seconds=2)
+    )
+    with HttpMemoryClient(api.url, key) as memory:
+        assert memory.status()["principal"]["id"] == "expiry"
+        time.sleep(2.5)
+        with pytest.raises(ApiError) as refused:
+            memory.status()
+    assert refused.value.status == 401
+    assert refused.value.problem["detail"] == "expired API key"
 
 
 def test_errors_are_problem_details(api: ServedApi) -> None:
