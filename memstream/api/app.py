@@ -54,10 +54,14 @@ Reason = Annotated[
     Query(max_length=MAX_REASON_CHARS, description="Why (kept on the receipt, never content)."),
 ]
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "No, an unknown or a revoked API key"},
+    401: {"model": Problem, "description": "No, an unknown, a revoked or an expired API key"},
     403: {"model": Problem, "description": "The key may not act on this user"},
     413: {"model": Problem, "description": "The request body is over the limit"},
     422: {"model": Problem, "description": "The request is invalid"},
+    429: {
+        "model": Problem,
+        "description": "The key made more requests this minute than its limit (`Retry-After`)",
+    },
 }
 
 
