@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     from memstream.forget_commands import register as register_forget
     from memstream.key_commands import register as register_keys
     from memstream.master_key_commands import register as register_master_key
+    from memstream.memory_commands import register as register_memory_commands
     from memstream.read_commands import register
 
     register(commands)
@@ -107,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     register_keys(commands)
     register_forget(commands)
     register_master_key(commands)
+    register_memory_commands(commands)
     return parser
 
 
