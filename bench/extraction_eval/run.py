@@ -16,7 +16,9 @@ re-attribution). The scores are defined in `bench.extraction_eval.scoring`; they
 a table and, with ``--out``, saved as JSON with every case's raw LLM answers and extracted
 memories (``{type}`` in the path is replaced by the memory type, one file per type).
 ``--rescore`` recomputes the scores of a saved report against the current labels, for any
-subset of its cases, without calling a model.
+subset of its cases, without calling a model; with ``--reparse`` the saved LLM answers are run
+through today's extraction handler first (its parsing and filters), so a filter can be measured
+without the model.
 
 With ``--local small|large`` the script starts the packaged llama.cpp server itself
 (`memstream.local.llm.start_local_llm`) and stops it afterwards. Without ``--base-url`` the
@@ -262,6 +264,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         help="score saved reports again (no model), one column each",
     )
+    parser.add_argument(
+        "--reparse",
+        action="store_true",
+        help="with --rescore: run the saved LLM answers through today's extraction handler "
+        "(its parsing and filters) instead of scoring the saved memories",
+    )
     parser.add_argument("--attempts", type=int, default=3, help="LLM attempts per snapshot")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request")
     parser.add_argument("--max-tokens", type=int, default=1024)
@@ -369,10 +377,16 @@ def rescore(args: argparse.Namespace) -> int:
         )
         if args.case:
             cases = [case for case in cases if case.id in args.case]
-        runs = {entry["id"]: run_from_report(entry) for entry in document["cases"]}
-        missing = sorted(case.id for case in cases if case.id not in runs)
+        saved = {entry["id"]: entry for entry in document["cases"]}
+        missing = sorted(case.id for case in cases if case.id not in saved)
         if missing:
             raise SystemExit(f"{path}: the report has no run of: {', '.join(missing)}")
+        runs = {
+            case.id: replayed(saved[case.id], case)
+            if args.reparse
+            else run_from_report(saved[case.id])
+            for case in cases
+        }
         scores = [score_case(case, runs[case.id]) for case in cases]
         summary = summarize(scores, [runs[case.id] for case in cases])
         print(f"{path}: {memory_type}, {len(cases)} cases, model {document.get('model')}")
@@ -380,6 +394,25 @@ def rescore(args: argparse.Namespace) -> int:
     print()
     print(format_columns(columns))
     return 0
+
+
+class ReplayedAnswers:
+    """A `ChatModel` that answers with a saved run's answers, in order."""
+
+    def __init__(self, answers: Sequence[str]) -> None:
+        self._answers = list(answers)
+
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
+        if not self._answers:
+            raise LLMUnavailable("the saved run has no more answers")
+        return ChatAnswer(self._answers.pop(0), "replayed")
+
+
+def replayed(entry: dict[str, Any], case: Case) -> CaseRun:
+    """A case's saved answers run through today's extraction handler (`--reparse`)."""
+    answers = entry.get("answers") or []
+    report = asyncio.run(run_case(case, ReplayedAnswers(answers), attempts=max(1, len(answers))))
+    return report.run
 
 
 def run_from_report(entry: dict[str, Any]) -> CaseRun:

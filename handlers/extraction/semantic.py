@@ -157,8 +157,8 @@ def _memory_from(
         return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
     if _narrates_the_conversation(statement):
         return None  # "The user asked about …", "…?": what was said, not what is true
-    if _without_content(statement):
-        return None  # "The user shared a photo.": nothing to remember
+    if _without_content(statement) or _only_a_name(statement, transcript):
+        return None  # "The user shared a photo.", "Melanie is Melanie.": nothing to remember
     statement = ground_relative_times(statement, turns).text
     attribution = _attribution(draft.subject, statement, transcript, index)
     if not _grounded(attribution, without_dates(statement), transcript):
@@ -256,6 +256,29 @@ pleasure of a chat ("Melanie is happy to hear from the user.")."""
 
 def _without_content(statement: str) -> bool:
     return _WITHOUT_CONTENT.match(statement) is not None
+
+
+_NAMING = re.compile(
+    r"^(?P<who>.{1,40}?)\s+(is|was)\s+(called\s+|named\s+)?(?P<name>[^\s.,;]{1,40})\s*\.?$"
+    r"|^(?P<zh_who>\S{1,10}?)(是|叫)(?P<zh_name>[^\s。\uff0c]{1,10})。?$",
+    re.IGNORECASE,
+)
+
+
+def _only_a_name(statement: str, transcript: Transcript) -> bool:
+    """A statement that says only who someone is by a name the conversation already gives:
+    "Melanie is Melanie.", or "The user is Caroline." when Caroline is the user's name (the
+    profile takes it from the messages). "The user is Caroline." from a user without a name
+    stays: then it is news."""
+    found = _NAMING.match(statement)
+    if found is None:
+        return False
+    who = (found["who"] or found["zh_who"] or "").strip().casefold()
+    name = (found["name"] or found["zh_name"] or "").strip().casefold()
+    known = {n.casefold() for n in transcript.speaker_names}
+    if transcript.user_name:
+        known.add(transcript.user_name.casefold())
+    return name == who or name in known
 
 
 def _narrates_the_conversation(statement: str) -> bool:

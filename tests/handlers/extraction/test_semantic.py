@@ -675,6 +675,27 @@ def test_a_statement_without_content_is_dropped(statement: str) -> None:
     assert parse(answer(fact(statement, subject="John"))) == []
 
 
+def test_a_statement_that_only_names_someone_the_conversation_names_is_dropped() -> None:
+    snap = snapshot(
+        turns=[
+            {"name": "Caroline", "content": "Hey Mel! I went to a support group yesterday."},
+            {"role": "assistant", "name": "Melanie", "content": "Wow, how did it go?"},
+        ]
+    )
+    said = answer(
+        fact("The user is Caroline."),
+        fact("Melanie is Melanie.", subject="Melanie"),
+        fact("The user went to a support group.", subject="the user"),
+    )
+    assert [m.text for m in parse(said, snap)] == ["The user went to a support group."]
+
+
+def test_a_name_the_conversation_did_not_give_is_kept() -> None:
+    snap = chat(("user", "Hi, I'm Dana, nice to meet you."), ("assistant", "Hi Dana!"))
+    (memory,) = parse(answer(fact("The user is Dana.")), snap)
+    assert memory.text == "The user is Dana."
+
+
 def test_a_photo_with_what_it_shows_is_kept() -> None:
     snap = snapshot(
         turns=[
