@@ -39,6 +39,7 @@ SUITES: tuple[str, ...] = (
     "locomo",
     "sealing",
     "encryption",
+    "metrics",
     "scale",
 )
 """Suite modules under ``bench.suites``, in the order they run and are reported."""

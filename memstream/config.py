@@ -40,7 +40,8 @@ Environment variables (they win over the file):
 | MEMSTREAM_MAX_LLM_ANSWER_BYTES | limits.max_llm_answer_bytes |
 | MEMSTREAM_HTTP_HOST, MEMSTREAM_HTTP_PORT | http.host, http.port (`up` serves the API when set) |
 | MEMSTREAM_HTTP_MAX_BODY_BYTES | http.max_body_bytes |
-| MEMSTREAM_METRICS_PORT, MEMSTREAM_METRICS_HOST | operations.metrics_port, metrics_host |
+| MEMSTREAM_METRICS (on, off), MEMSTREAM_METRICS_PORT, … | operations.metrics, metrics_port |
+| MEMSTREAM_METRICS_HOST | operations.metrics_host |
 | MEMSTREAM_DRAIN_SECONDS | operations.drain_seconds (SIGTERM: records in flight finish) |
 | MEMSTREAM_DATA_DIR | data_dir |
 """
@@ -345,6 +346,9 @@ class MemorySettings(_Section):
 class OperationsSettings(_Section):
     """How a worker is watched and stopped (README, "Operations")."""
 
+    metrics: bool = True
+    """Whether the processes count anything (`MEMSTREAM_METRICS=off`: every metric a no-op;
+    `streams.metrics` reads the variable itself, at import)."""
     metrics_port: int | None = Field(default=None, ge=0, le=65_535)
     """The port of a worker's `/metrics`, `/healthz` and `/readyz` (0: any free port; unset:
     none). `memstream up` gives each of its workers one of its own."""
@@ -423,6 +427,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_HTTP_HOST": ("http", "host"),
     "MEMSTREAM_HTTP_PORT": ("http", "port"),
     "MEMSTREAM_HTTP_MAX_BODY_BYTES": ("http", "max_body_bytes"),
+    "MEMSTREAM_METRICS": ("operations", "metrics"),
     "MEMSTREAM_METRICS_PORT": ("operations", "metrics_port"),
     "MEMSTREAM_METRICS_HOST": ("operations", "metrics_host"),
     "MEMSTREAM_DRAIN_SECONDS": ("operations", "drain_seconds"),

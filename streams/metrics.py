@@ -9,13 +9,47 @@ values are bounded: stage and memory type names, topics, models, and a dead lett
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
+from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram, Info
+from prometheus_client import Counter as _Counter
+from prometheus_client import Gauge as _Gauge
+from prometheus_client import Histogram as _Histogram
+from prometheus_client import Info as _Info
+
+MEASURED = os.environ.get("MEMSTREAM_METRICS", "on").strip().lower() not in ("off", "false", "0")
+"""`MEMSTREAM_METRICS=off` makes every metric below a no-op (read once, at import: the
+setting `operations.metrics`); the benchmark of their cost compares the two."""
+
+
+class _Unmeasured:
+    """A metric that counts nothing (`MEMSTREAM_METRICS=off`)."""
+
+    def labels(self, *_: object, **__: object) -> _Unmeasured:
+        return self
+
+    def inc(self, *_: object) -> None: ...
+    def dec(self, *_: object) -> None: ...
+    def set(self, *_: object) -> None: ...
+    def observe(self, *_: object) -> None: ...
+    def info(self, *_: object) -> None: ...
+
+
+def _measured(kind: Any, *args: Any, **kwargs: Any) -> Any:
+    """A metric of `kind`, or a no-op one when metrics are off."""
+    return kind(*args, **kwargs) if MEASURED else _Unmeasured()
+
+
+Counter = partial(_measured, _Counter)
+Gauge = partial(_measured, _Gauge)
+Histogram = partial(_measured, _Histogram)
+Info = partial(_measured, _Info)
 
 WORKER = Info("memstream_worker", "The stage this process runs")
 RECORDS_IN = Counter(
@@ -122,7 +156,7 @@ def promoted(reason: str, last_turn_at: datetime, promoted_at: datetime) -> None
 
 
 @contextmanager
-def timed(histogram: Histogram) -> Iterator[None]:
+def timed(histogram: Any) -> Iterator[None]:
     started = time.perf_counter()
     try:
         yield

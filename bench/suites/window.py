@@ -175,14 +175,17 @@ async def window_round(
     log_dir: Path,
     idle: IdleSetting,
     broker_pid: int | None = None,
+    **extra: str,
 ) -> dict[str, Any]:
     """The window stage over `payloads`, pre-produced: seconds, rates and start-up; then, on
-    the same worker, the idle latency of `idle.sessions` sessions."""
+    the same worker, the idle latency of `idle.sessions` sessions. `extra`: more of the
+    worker's environment."""
     env = _environment(
         bootstrap,
         kind,
         MEMSTREAM_IDLE_TIMEOUT=str(idle.timeout),
         MEMSTREAM_IDLE_CHECK_INTERVAL=str(idle.check_interval),
+        **extra,
     )
     settings = load_settings(environ=env)
     kafka = settings.kafka
