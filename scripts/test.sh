@@ -15,6 +15,7 @@ bash tools/kafka/fetch.sh
 .venv/bin/ruff format --check events handlers streams projections memstream
 .venv/bin/mypy
 .venv/bin/mypy --config-file tests/mypy.ini tests  # the tests still call what exists
+.venv/bin/lint-imports  # the layering of docs/architecture.md, "Layout"
 # Two test processes (each with its own brokers and database server), tests handed out as they
 # finish: `MEMSTREAM_TEST_PROCESSES=1` runs them in one.
 exec .venv/bin/python -m pytest --brokers tansu,apache \
