@@ -73,7 +73,19 @@ def settled(pipeline: PipelineHarness, snapshots: int) -> dict[str, list[dict[st
             d for s in extracted for r in s["extractions"].values() for d in r["decision_ids"]
         }
         expanded = decided <= {event["_id"] for event in model["memory_events"]}
-        return len(whole) == snapshots and len(model["turns"]) == 11 and linked and expanded
+        # `profiles` is its own bulk write, which may land after `memory_events`'.
+        profiled = {
+            (m["user_id"], m["attributes"]["profile_field"])
+            for m in model["memories"]
+            if m["attributes"].get("profile_field")
+        } <= {(p["_id"], field) for p in model["profiles"] for field in p["fields"]}
+        return (
+            len(whole) == snapshots
+            and len(model["turns"]) == 11
+            and linked
+            and expanded
+            and profiled
+        )
 
     return eventually(
         lambda: read_model(pipeline), done, timeout=180, what=f"{snapshots} extracted snapshots"
