@@ -84,8 +84,8 @@ class KafkaSettings(_Section):
     """Partitions of every topic, made once: how many workers of one stage can share its work
     (a worker per partition at most). Adding partitions later would move users away from
     their state, so the default leaves room to scale out; each partition costs the broker a
-    few files and a worker a changelog partition per table (README, "Running on more than one
-    machine"). Existing topics keep their count (`memstream.topics`)."""
+    few files and a worker a changelog partition per table (docs/operations.md, "Running on more
+    than one machine"). Existing topics keep their count (`memstream.topics`)."""
     replication_factor: int = Field(default=1, ge=1, le=10)
     group_prefix: str = Field(default="memstream-", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
     session_timeout_seconds: float = Field(default=6.0, gt=0)
@@ -184,7 +184,8 @@ class LLMSettings(_Section):
     (`memstream up` sets 1 for the packaged model)."""
     daily_token_budget: int | None = Field(default=None, ge=1)
     """LLM tokens (prompt and completion) one user's extraction may spend per UTC day; over it,
-    the user's snapshots wait in the log until the next day (README, "Quotas"). Unset: none."""
+    the user's snapshots wait in the log until the next day (docs/operations.md, "Quotas").
+    Unset: none."""
     budget_check_seconds: float = Field(default=60.0, gt=0, le=3_600)
     """How often a snapshot waiting for its user's budget looks again."""
     max_tokens: int = Field(default=1024, ge=16, le=32_768)
@@ -277,7 +278,8 @@ class ReconcileSettings(_Section):
 
 
 class LimitsSettings(_Section):
-    """Limits that protect the service (README, "Limits"; docs/architecture.md, "Operations")."""
+    """Limits that protect the service (docs/operations.md, "Dead letters and limits";
+    docs/architecture.md, "Operations")."""
 
     max_turn_chars: int = Field(default=MAX_CONTENT_CHARS, ge=1, le=MAX_CONTENT_CHARS)
     """Characters per turn: the SDK refuses a longer message, the window dead-letters a longer
@@ -344,7 +346,7 @@ class MemorySettings(_Section):
 
 
 class OperationsSettings(_Section):
-    """How a worker is watched and stopped (README, "Operations")."""
+    """How a worker is watched and stopped (docs/operations.md, "Metrics, probes and draining")."""
 
     metrics: bool = True
     """Whether the processes count anything (`MEMSTREAM_METRICS=off`: every metric a no-op;

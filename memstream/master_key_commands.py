@@ -1,5 +1,5 @@
 """`memstream master-key create|status|rewrap|retire`: the master keys that wrap the data keys
-(`projections.key_wrapping`; README, "Forgetting", "Master keys").
+(`projections.key_wrapping`; docs/forgetting.md, "Master keys").
 
 Rotation, without re-sealing the log: `create` puts a new key first in the file (the old ones
 stay, to unwrap); restart the workers so they wrap with it; `rewrap` moves every data key to it

@@ -1,5 +1,5 @@
-"""A worker's metrics and health over HTTP, for Prometheus and Kubernetes probes (README,
-"Operations").
+"""A worker's metrics and health over HTTP, for Prometheus and Kubernetes probes
+(docs/operations.md, "Metrics, probes and draining").
 
 One small server per process, on `MEMSTREAM_METRICS_PORT` (`memstream up` gives each worker a
 port of its own and `memstream status` lists them):

@@ -25,8 +25,8 @@ policy remembers of the stage and the crash's times (no clock is read there). In
 With the defaults, a stage that dies at once is given up on after four restarts, about 15 s of
 back-off plus four worker start-ups.
 
-Restarting is safe because every stage is at-least-once made effectively-once (the README's
-delivery guarantees; the integration suite SIGKILLs workers mid-session): a restarted worker
+Restarting is safe because every stage is at-least-once made effectively-once (docs/operations.md,
+"Delivery guarantees"; the integration suite SIGKILLs workers mid-session): a restarted worker
 rejoins its consumer group and goes on from the committed offsets and its own progress table.
 
 The supervisor polls (``Popen.poll`` every half second) rather than waiting for SIGCHLD: the

@@ -1,5 +1,5 @@
 """How many LLM tokens each user's extraction spent per UTC day (`llm_budget`), for the daily
-budget (`handlers.quotas`, README "Quotas").
+budget (`handlers.quotas`, docs/operations.md, "Quotas").
 
 One document per user and day, `{_id: "<user>|<day>", user_id, day, tokens, expires}`,
 incremented after each extraction by every memory type's workers (`$inc`, so concurrent

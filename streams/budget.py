@@ -1,4 +1,4 @@
-"""The daily LLM token budget of each user, applied by the memory types' stages (README,
+"""The daily LLM token budget of each user, applied by the memory types' stages (docs/operations.md,
 "Quotas"; the rule is `handlers.quotas.over_budget`).
 
 Before a snapshot's extraction, `BudgetGate.wait_within` holds it while its user's extraction

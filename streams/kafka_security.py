@@ -1,8 +1,8 @@
 """How every Kafka client of memstream authenticates and encrypts: one description, all clients.
 
 The stages (Faust apps), the SDK producer, admin, replay, the events feed, status and the dead
-letter commands build their clients from one `KafkaSecurity` (README, "A secured
-Kafka"): `client_options` for aiokafka's producers, consumers and admin, `faust_credentials`
+letter commands build their clients from one `KafkaSecurity` (docs/operations.md, "A
+secured Kafka"): `client_options` for aiokafka's producers, consumers and admin, `faust_credentials`
 for a stage's app. `check_broker` opens one connection the way they would and turns what went
 wrong into a sentence naming the setting to fix, so a wrong password or an untrusted
 certificate ends a process at once instead of leaving it retrying in silence.

@@ -1,4 +1,4 @@
-"""What a memstream process counts, for Prometheus (README, "Operations": every metric, and the
+"""What a memstream process counts, for Prometheus (docs/operations.md: every metric, and the
 Grafana dashboard in `docs/grafana-dashboard.json`).
 
 Each worker serves its own registry on its own port (`memstream.observability`); the stages

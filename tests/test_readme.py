@@ -1,4 +1,4 @@
-"""The README's examples run as written."""
+"""The README's and the docs pages' examples run as written."""
 
 from __future__ import annotations
 
@@ -9,22 +9,19 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memstream.worker import READY_MARKER
+from tests.support.documentation import (
+    PAGES,
+    README,
+    ROOT,
+    documented_commands,
+    documented_example,
+)
 from tests.support.pipeline import PipelineHarness, eventually
-
-README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def readme_example(name: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    match = re.search(rf"<!-- readme-example: {name} -->\n```python\n(.*?)```", text, re.DOTALL)
-    assert match, f"README has no example {name!r}"
-    return match.group(1)
 
 
 @pytest.mark.integration
@@ -46,7 +43,7 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
         scope="last_user",
     )
     result = subprocess.run(
-        [sys.executable, "-c", readme_example("sdk")],
+        [sys.executable, "-c", documented_example("sdk")],
         env={**os.environ, **pipeline.environment},
         capture_output=True,
         text=True,
@@ -56,7 +53,7 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
     assert result.stdout.strip() == "the user | user | The user lives in Lisbon."
 
     agent = subprocess.run(
-        [sys.executable, "-c", readme_example("agent")],
+        [sys.executable, "-c", documented_example("agent")],
         env={**os.environ, **pipeline.environment},
         capture_output=True,
         text=True,
@@ -77,7 +74,7 @@ def test_sdk_example_prints_the_memory(pipeline_factory: Any) -> None:
         what="every snapshot's turns in the turns collection",
     )
     database = pipeline.settings.mongodb.database
-    for line in readme_commands():
+    for line in documented_commands():
         command = shlex.split(line.split("#")[0].replace("--follow", ""))
         for flag in ("--into", "--against"):  # the test's own databases, not "rebuilt"
             if flag in command:
@@ -129,35 +126,45 @@ def unprojected_turns(pipeline: PipelineHarness) -> set[str]:
     return named - projected
 
 
-def readme_commands() -> list[str]:
-    """The `memstream …` lines of the README's bash blocks, in order."""
-    text = README.read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
-    return [
-        line.strip()
-        for block in blocks
-        for line in block.splitlines()
-        if line.strip().startswith("memstream ")
-    ]
-
-
-def test_readme_commands_exist() -> None:
-    text = README.read_text(encoding="utf-8")
-    for script in re.findall(r"bash (scripts/\S+\.sh)", text):
-        assert (README.parent / script).is_file(), script
-    ci = (README.parent / ".ci" / "run").read_text()
+def test_the_scripts_the_pages_name_exist() -> None:
+    for page in PAGES:
+        for script in re.findall(r"bash (scripts/\S+\.sh)", page.read_text(encoding="utf-8")):
+            assert (ROOT / script).is_file(), f"{page.name}: {script}"
+    ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/test.sh" in ci, ".ci/run must run the README's test command"
 
 
-def test_the_readmes_locomo_command_is_the_runners() -> None:
-    """The LoCoMo command in the README parses as written (running it needs the data set,
+def test_the_documented_locomo_command_is_the_runners() -> None:
+    """The LoCoMo command in docs/benchmarks.md parses as written (running it needs the data set,
     which is never shipped; tests/bench/test_locomo_pipeline.py runs the same code)."""
     from bench.locomo.run import build_parser
 
-    text = README.read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     match = re.search(r"python -m bench\.locomo\.run (.*?)\n```", text, re.DOTALL)
     assert match is not None
     args = build_parser().parse_args(match[1].replace("\\\n", " ").split())
     assert (args.only, args.sessions, args.types) == ("conv-26", 4, "semantic,episodic")
     assert args.embedded and not args.no_full_context
     assert args.context == ("build_context", "search")
+
+
+def test_the_readme_stays_short_and_links_every_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    for page in PAGES[1:]:
+        assert f"docs/{page.name}" in text, f"the README does not link {page.name}"
+
+
+def test_every_link_between_the_pages_leads_to_a_file_and_heading() -> None:
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+\.md|[^)#\s]*\.md#[^)\s]+)\)", text):
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve()
+            assert linked.is_file(), f"{page.name} links {target}"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.M)
+                slugs = {
+                    re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings
+                }
+                assert anchor in slugs, f"{page.name} links {target}: no such heading"

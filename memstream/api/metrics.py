@@ -1,5 +1,5 @@
 """The HTTP API's own metrics and probes: requests by route and status (`streams.metrics`),
-`/metrics` for Prometheus, `/healthz` and `/readyz` for orchestrators (README, "Operations").
+`/metrics` for Prometheus, `/healthz` and `/readyz` for orchestrators (docs/operations.md).
 
 Routes are counted by their template (`/v1/users/{user_id}/memories`), never by the path a
 caller sent, so user ids never become label values.

@@ -29,7 +29,7 @@ from memstream.keys import InvalidKey, RateLimited
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
 TYPE_BASE = "https://memstream.dev/problems/"
-"""Problem types are documented in the README ("HTTP API", errors); the URIs identify them."""
+"""Problem types are documented in docs/http-and-mcp.md (errors); the URIs identify them."""
 
 
 class Problem(BaseModel):

@@ -27,10 +27,10 @@ from memstream.replay import kafka_events
 from memstream.topics import ensure_topics
 from streams.kafka_security import KafkaAccessError, KafkaSecurity, check_broker
 from tests.factories import STRIPE_FACTS
+from tests.support.documentation import documented_example
 from tests.support.pipeline import PipelineHarness, eventually
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.secured_kafka import PLAIN_USERS, SecuredKafka, secured_kafka, unsecured_token
-from tests.test_readme import readme_example
 
 pytestmark = pytest.mark.integration
 
@@ -200,10 +200,10 @@ def test_a_worker_refused_by_the_broker_exits_with_the_setting_named(
     assert "Kafka refused it" in worker.stderr and "KAFKA_SASL_PASSWORD" in worker.stderr
 
 
-def test_the_readmes_librdkafka_producer_logs_in_with_the_same_settings(
+def test_the_documented_librdkafka_producer_logs_in_with_the_same_settings(
     secured: SecuredKafka,
 ) -> None:
-    """The README's confluent-kafka block, given the workers' environment, writes turns over
+    """docs/producers.md's confluent-kafka block, given the workers' environment, writes turns over
     SASL_SSL that memstream's own (aiokafka) consumer reads back."""
     settings = settings_for(secured.environment())
     asyncio.run(ensure_topics(settings.kafka))
@@ -213,7 +213,7 @@ def test_the_readmes_librdkafka_producer_logs_in_with_the_same_settings(
         "MEMSTREAM_TOPIC_PREFIX": settings.kafka.topic_prefix,
     }
     produced = subprocess.run(
-        [sys.executable, "-c", readme_example("librdkafka-producer")],
+        [sys.executable, "-c", documented_example("librdkafka-producer")],
         env=environment,
         capture_output=True,
         text=True,

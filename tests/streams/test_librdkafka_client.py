@@ -1,9 +1,9 @@
 """A librdkafka client (confluent-kafka) writes turns and reads memories, on both brokers.
 
-Producers in other languages mostly use librdkafka; this checks the record format the README
-documents ("Producing from other languages") with hand-built JSON, not memstream's models: the
-README's producer block records two turns and a flush, the pipeline (scripted LLM) promotes them
-and extracts a memory, and a confluent-kafka consumer reads the extraction back as plain JSON (with
+Producers in other languages mostly use librdkafka; this checks the record format
+docs/producers.md documents with hand-built JSON, not memstream's models: the page's producer
+block records two turns and a flush, the pipeline (scripted LLM) promotes them and extracts a
+memory, and a confluent-kafka consumer reads the extraction back as plain JSON (with
 the workers' sealing off: sealed content opens only with memstream's key store).
 """
 
@@ -21,15 +21,15 @@ import pytest
 from confluent_kafka import Consumer
 
 from tests.factories import STRIPE_FACTS
+from tests.support.documentation import documented_example
 from tests.support.pipeline import PipelineHarness, eventually
-from tests.test_readme import readme_example
 
 pytestmark = pytest.mark.integration
 
 
-def run_readme_block(name: str, pipeline: PipelineHarness) -> str:
+def run_documented_block(name: str, pipeline: PipelineHarness) -> str:
     result = subprocess.run(
-        [sys.executable, "-c", readme_example(name)],
+        [sys.executable, "-c", documented_example(name)],
         env={**os.environ, **pipeline.environment},
         capture_output=True,
         text=True,
@@ -69,11 +69,11 @@ def memory_records(
 
 
 def test_confluent_kafka_turns_become_a_memory_read_back_as_json(pipeline_factory: Any) -> None:
-    # Plain JSON for any client: the workers do not seal (the README says so beside the block).
+    # Plain JSON for any client: the workers do not seal (docs/producers.md says so by the block).
     pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_SEAL_CONTENT="false")
     pipeline.llm.on("Stripe", STRIPE_FACTS, scope="last_user")
 
-    run_readme_block("librdkafka-producer", pipeline)
+    run_documented_block("librdkafka-producer", pipeline)
 
     snapshot = eventually(
         lambda: pipeline.snapshots(user_id="tim"),
@@ -107,5 +107,5 @@ def test_confluent_kafka_turns_become_a_memory_read_back_as_json(pipeline_factor
     assert decision["user_id"] == "tim"
     assert decision["content"]["text"] == "The user works at Stripe."
 
-    printed = run_readme_block("librdkafka-consumer", pipeline)
+    printed = run_documented_block("librdkafka-consumer", pipeline)
     assert printed.splitlines() == ["tim MemoryAdded The user works at Stripe."]

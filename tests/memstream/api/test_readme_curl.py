@@ -1,17 +1,17 @@
-"""The README's curl examples (a client in another language) run as written against the API."""
+"""The curl examples of docs/http-and-mcp.md and docs/forgetting.md (a client in another language)
+run as written against the API."""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 
 import pytest
 
 from tests.support.api import ServedApi
+from tests.support.documentation import documented_example
 from tests.support.pipeline import eventually
-from tests.test_readme import README
 
 pytestmark = [
     pytest.mark.integration,
@@ -20,10 +20,7 @@ pytestmark = [
 
 
 def sh_example(name: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    match = re.search(rf"<!-- readme-example: {name} -->\n```sh\n(.*?)```", text, re.DOTALL)
-    assert match, f"README has no example {name!r}"
-    return match.group(1)
+    return documented_example(name, language="sh")
 
 
 def run(script: str, api: ServedApi) -> str:
@@ -40,7 +37,7 @@ def run(script: str, api: ServedApi) -> str:
     return done.stdout
 
 
-def test_the_readme_curl_examples_remember_and_recall(api: ServedApi) -> None:
+def test_the_documented_curl_examples_remember_and_recall(api: ServedApi) -> None:
     remembered = run(sh_example("curl-remember"), api)
     assert '"user_id":"acme-ann"' in remembered and '"turn_ids"' in remembered
     recalled = eventually(
@@ -51,7 +48,9 @@ def test_the_readme_curl_examples_remember_and_recall(api: ServedApi) -> None:
     assert '"next_cursor":null' in recalled
 
 
-def test_the_readme_curl_example_forgets_a_session_and_reads_its_receipt(api: ServedApi) -> None:
+def test_the_documented_curl_example_forgets_a_session_and_reads_its_receipt(
+    api: ServedApi,
+) -> None:
     run(sh_example("curl-remember"), api)
     eventually(
         lambda: run(sh_example("curl-recall"), api),
