@@ -1,5 +1,6 @@
 """Ranking memories for a query: which memories qualify, how keywords score, how the vector and
-keyword scores combine — stated once as plain definitions, then computed fast on arrays.
+keyword scores combine, computed fast on arrays (the plain definitions they equal are in
+bench/search_eval/definitions.py).
 
 Pure (docs/architecture.md, "Search"): the vector similarities come from the index the caller
 uses (`memstream.search_index`); this module filters, scores the keywords and ranks.
@@ -8,32 +9,33 @@ uses (`memstream.search_index`); this module filters, scores the keywords and ra
   category, and creation time between `since` and `until` (inclusive). A memory without a
   creation time never passes a time filter.
 * **Keywords** are scored with BM25 (k1 = 1.2, b = 0.75) over the texts of the memories that
-  pass the filters (`keyword_scores`). Tokens are lower-cased words of letters and digits;
+  pass the filters (`KeywordIndex.scores`). Tokens are lower-cased words of letters and digits;
   Chinese, which has no spaces, is split into single characters and their bigrams, so "咖啡"
   matches "喜欢咖啡" without a segmenter.
-* **Hybrid** ranking (the default) is relative score fusion (`relative_fused`): VECTOR_WEIGHT *
+* **Hybrid** ranking (the default) is relative score fusion (`ranked`): VECTOR_WEIGHT *
   the cosine similarity min-max normalised over the candidates + (1 - VECTOR_WEIGHT) * BM25 /
   the best BM25, over every memory with a vector or a positive keyword score. Reciprocal rank
-  fusion (`fused`, k = 60), the previous default, made rank differences near the top almost
+  fusion (RRF, k = 60), the previous default, made rank differences near the top almost
   worthless (1/61 against 1/65) while any shared token — "the", "user", "用户" — added a full
   1/(60 + rank): it ranked below vector search alone on the labelled set
-  (bench/search_eval/RESULTS.md). It stays available in `combine(..., fusion="rrf")`.
+  (bench/search_eval/RESULTS.md); the benchmarks keep it to compare against.
 * **Languages**: the similarities ranked with (vector mode) and fused (hybrid) are the cosines
   with the embedding model's bias for a shared language taken off (`handlers.cross_lingual`):
   a multilingual embedder scores texts of the query's language higher whatever they say, which
-  kept cross-lingual answers out of the top 5. The caller corrects them before `combine` or
+  kept cross-lingual answers out of the top 5. The caller corrects them before
   `ranked`; `vector_score` stays the plain cosine.
 * **Order**: descending score, ties by memory id; `limit` results at most.
 
-**The fast path.** `combine` and `keyword_scores` are the definitions, written for reading: they
-tokenise every text and sort every candidate for every query. The product ranks with
-`KeywordIndex` (texts tokenised once into postings when a user's index is built; a query only
-touches the postings of its own tokens), `FilterColumns` (the filters as boolean masks over
-columns built with the index) and `ranked` (scores as arrays; the `limit` best found with
-`np.partition`, only they are sorted). These do the same float operations in the same order —
-the BM25 sum over the query's tokens in the order of the same `set`, the fusion term by term —
-so they return the same floats, not merely close ones; the tests and the bench assert equality
-with the definitions, ids and scores, on random data and on the labelled set.
+**The fast path.** The definitions (bench/search_eval/definitions.py: `keyword_scores`,
+`combine`) are written for reading: they tokenise every text and sort every candidate for every
+query. The product ranks with `KeywordIndex` (texts tokenised once into postings when a user's
+index is built; a query only touches the postings of its own tokens), `FilterColumns` (the
+filters as boolean masks over columns built with the index) and `ranked` (scores as arrays; the
+`limit` best found with `np.partition`, only they are sorted). These do the same float
+operations in the same order — the BM25 sum over the query's tokens in the order of the same
+`set`, the fusion term by term — so they return the same floats, not merely close ones; the
+tests and the bench assert equality with the definitions, ids and scores, on random data and on
+the labelled set.
 """
 
 from __future__ import annotations
@@ -51,12 +53,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
-Fusion = Literal["relative", "rrf"]
 Floats = NDArray[np.float64]
 Mask = NDArray[np.bool_]
 Positions = NDArray[np.int64]
 
-RRF_K = 60
 BM25_K1 = 1.2
 BM25_B = 0.75
 VECTOR_WEIGHT = 0.9
@@ -128,85 +128,6 @@ class Filters:
             and (self.since is None or (created is not None and _utc(created) >= _utc(self.since)))
             and (self.until is None or (created is not None and _utc(created) <= _utc(self.until)))
         )
-
-
-def keyword_scores(query: str, texts: Sequence[str]) -> list[float]:
-    """BM25 score of each text for `query` (0 for a text sharing no token with it)."""
-    query_tokens = set(tokens(query))
-    documents = [Counter(tokens(text)) for text in texts]
-    if not query_tokens or not documents:
-        return [0.0] * len(texts)
-    average = sum(sum(d.values()) for d in documents) / len(documents) or 1.0
-    frequency = {t: sum(1 for d in documents if t in d) for t in query_tokens}
-    count = len(documents)
-    scores = []
-    for document in documents:
-        length = sum(document.values())
-        score = 0.0
-        for token in query_tokens:
-            tf = document.get(token, 0)
-            if not tf:
-                continue
-            idf = math.log(1 + (count - frequency[token] + 0.5) / (frequency[token] + 0.5))
-            norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
-            score += idf * tf * (BM25_K1 + 1) / norm
-        scores.append(score)
-    return scores
-
-
-def ranking(scores: Mapping[str, float], *, minimum: float | None = None) -> list[str]:
-    """Ids ordered by descending score (ties by id), keeping scores above `minimum`."""
-    kept = [(i, s) for i, s in scores.items() if minimum is None or s > minimum]
-    return [i for i, _ in sorted(kept, key=lambda item: (-item[1], item[0]))]
-
-
-def fused(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal rank fusion of several rankings: id → Σ 1 / (k + rank), ranks from 1."""
-    scores: dict[str, float] = {}
-    for ordered in rankings:
-        for rank, item in enumerate(ordered, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    return scores
-
-
-def relative_fused(
-    vector: Mapping[str, float], keyword: Mapping[str, float], weight: float = VECTOR_WEIGHT
-) -> dict[str, float]:
-    """id → `weight` * min-max-normalised similarity + (1 - `weight`) * BM25 / best BM25, for
-    every id with a vector or a positive keyword score (no vector counts as the lowest
-    similarity; one similarity, or all equal, normalise to 0)."""
-    low = min(vector.values(), default=0.0)
-    spread = (max(vector.values(), default=0.0) - low) or 1.0
-    best = max(keyword.values(), default=0.0) or 1.0
-    ids = set(vector) | {i for i, s in keyword.items() if s > 0.0}
-    return {
-        i: weight * ((vector[i] - low) / spread if i in vector else 0.0)
-        + (1 - weight) * keyword.get(i, 0.0) / best
-        for i in ids
-    }
-
-
-def combine(
-    mode: SearchMode,
-    vector: Mapping[str, float],
-    keyword: Mapping[str, float],
-    limit: int,
-    *,
-    fusion: Fusion = "relative",
-    weight: float = VECTOR_WEIGHT,
-) -> list[tuple[str, float]]:
-    """The `limit` best ids with their scores: by vector similarity, by keyword score (only
-    memories that share a keyword), or both fused. `vector` holds the candidates that have a
-    vector, `keyword` every candidate."""
-    if mode == "vector":
-        scores = dict(vector)
-    elif mode == "keyword":
-        scores = {i: s for i, s in keyword.items() if s > 0.0}
-    elif fusion == "rrf":
-        scores = fused([ranking(vector), ranking(keyword, minimum=0.0)])
-    else:
-        scores = relative_fused(vector, keyword, weight)
-    return [(i, scores[i]) for i in ranking(scores)[: max(limit, 0)]]
 
 
 # -- the fast path -----------------------------------------------------------------------------
@@ -283,14 +204,15 @@ class KeywordIndex:
         )
 
     def scores(self, query: str, chosen: Mask) -> Floats:
-        """`keyword_scores(query, the chosen texts)`, by position; 0 where not chosen."""
+        """The definition's `keyword_scores(query, the chosen texts)`, by position; 0 where
+        not chosen."""
         scores = np.zeros(len(self.lengths), dtype=np.float64)
         query_tokens = set(tokens(query))
         count = int(chosen.sum())
         if not query_tokens or not count:
             return scores
         average = float(self.lengths[chosen].sum()) / count or 1.0
-        for token in query_tokens:  # the same set, so the same order as keyword_scores
+        for token in query_tokens:  # the same set, so the same order as the definition
             number = self.vocabulary.get(token)
             if number is None:
                 continue
@@ -413,7 +335,8 @@ def ranked(
     *,
     weight: float = VECTOR_WEIGHT,
 ) -> list[tuple[int, float]]:
-    """`combine` on arrays by position: the best (position, score) pairs among `chosen`.
+    """The definition's `combine` on arrays by position: the best (position, score) pairs
+    among `chosen`.
 
     `with_vector`: the chosen positions with a similarity; `keyword`: `KeywordIndex.scores`
     (0 outside `chosen`); `tie_order[p]`: the rank of p's memory id among all ids."""
@@ -429,7 +352,7 @@ def ranked(
 def _relative_fused(
     similarity: Floats, with_vector: Mask, keyword: Floats, weight: float
 ) -> tuple[Floats, Mask]:
-    """`relative_fused`, term by term: the scores and which positions have one."""
+    """The definition's `relative_fused`, term by term: the scores and which positions have one."""
     present = similarity[with_vector]
     low = float(present.min()) if len(present) else 0.0
     spread = ((float(present.max()) if len(present) else 0.0) - low) or 1.0

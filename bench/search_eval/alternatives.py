@@ -1,8 +1,8 @@
 """The other ways tried to find cross-lingual answers, measured beside the one the SDK took.
 
 Each ranks every query of the labelled set over its user's memories by the definitions of
-`handlers.search` (`combine`; ties by memory id), from the same vectors as the SDK (stored
-rounded, queries as `MemoryClient.search` embeds them) unless it says otherwise:
+search (`bench.search_eval.definitions.combine`; ties by memory id), from the same vectors as
+the SDK (stored rounded, queries as `MemoryClient.search` embeds them) unless it says otherwise:
 
 * **as before / the SDK** — vector and hybrid with no correction, and with the product's
   (`handlers.cross_lingual`), for reference.
@@ -32,11 +32,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.search_eval.dataset import LabelledSet
+from bench.search_eval.definitions import combine, keyword_scores
 from bench.search_eval.quality import QueryVectors
 from bench.search_eval.scoring import scores
 from handlers.cross_lingual import LANGUAGE_BIAS, LOCAL_MODEL, corrected_array, language_of
 from handlers.extraction.results import rounded
-from handlers.search import VECTOR_WEIGHT, SearchMode, combine, keyword_scores
+from handlers.search import VECTOR_WEIGHT, SearchMode
 
 SHOWN = ("all", "query in en", "query in zh", "cross-lingual", "same language")
 GROUP_SIZES = (0, 1, 2, 4, 8)

@@ -5,7 +5,7 @@
   (The engine gives the same vector for a text alone or in a batch: checked, max difference 0.)
 * Queries are embedded as `MemoryClient.search` embeds them: `embed([query])`, one text per call.
 * Ranking is `ReadModel.search` itself — filters, `UserIndex.similarities`,
-  `handlers.search.keyword_scores` and `handlers.search.combine` — on a read model whose only
+  `handlers.search.KeywordIndex` and `handlers.search.ranked` — on a read model whose only
   difference is where the user's `UserIndex` comes from (`InMemoryReadModel`), so the bench
   follows any change to the SDK's ranking.
 """

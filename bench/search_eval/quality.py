@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.search_eval.dataset import MEMORY_TYPES, LabelledSet, documents
+from bench.search_eval.definitions import Fusion
 from bench.search_eval.pipeline import InMemoryReadModel, query_vector, ranked_ids, stored_vectors
 from bench.search_eval.reference import reference_search
 from bench.search_eval.scoring import Scores, first_rank, percentile, scores
 from handlers.ports import Embedder
 from handlers.rendering import Language
-from handlers.search import VECTOR_WEIGHT, Fusion, SearchMode
+from handlers.search import VECTOR_WEIGHT, SearchMode
 from memstream.search_index import UserIndex
 
 MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")

@@ -2,10 +2,11 @@
 
 `reference_search` is `ReadModel.search` written the straightforward way: every document tested
 with `Filters.matches`, every chosen text tokenised by `keyword_scores`, every candidate sorted
-by `combine` — the definitions of `handlers.search`, in Python dicts. Only the similarities come
-from the index (`UserIndex.vector_scores`, one matrix-vector product, which the product does not
-change). The product (`UserIndex.search`: postings, masks, `np.partition`) must return the same
-ids and the same floats; `run.py` and `tests/bench` check it. `fusion`, `weight` and
+by `combine` — the definitions (`bench.search_eval.definitions`), in Python dicts. Only the
+similarities come from the index (`UserIndex.vector_scores`, one matrix-vector product, which
+the product does not change). The product (`UserIndex.search`: postings, masks,
+`np.partition`) must return the same ids and the same floats; `run.py` and `tests/bench` check
+it. `fusion`, `weight` and
 `language_bias` rank another way (RRF, other weights, another or no correction of the
 similarities for a shared language, `handlers.cross_lingual`) for the comparisons in RESULTS.md.
 """
@@ -15,16 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bench.search_eval.definitions import Fusion, combine, keyword_scores
 from handlers.cross_lingual import corrected_similarities, language_of, same_language_bias
 from handlers.rendering import Language
-from handlers.search import (
-    VECTOR_WEIGHT,
-    Filters,
-    Fusion,
-    SearchMode,
-    combine,
-    keyword_scores,
-)
+from handlers.search import VECTOR_WEIGHT, Filters, SearchMode
 from memstream.search_index import UserIndex
 
 

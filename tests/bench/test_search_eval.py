@@ -23,6 +23,7 @@ from bench.search_eval.dataset import (
     load,
     parse,
 )
+from bench.search_eval.definitions import fused, ranking
 from bench.search_eval.language_bias import calibrated, memory_gaps
 from bench.search_eval.pipeline import InMemoryReadModel, ranked_ids
 from bench.search_eval.quality import RRF, QualityReport, QueryRun, groups
@@ -39,7 +40,7 @@ from bench.search_eval.scoring import (
 )
 from bench.search_eval.weights import WEIGHTS, held_out, weight_name
 from handlers.cross_lingual import LANGUAGE_BIAS, LOCAL_MODEL, language_of
-from handlers.search import Filters, SearchMode, fused, ranking
+from handlers.search import Filters, SearchMode
 from memstream.search_index import UserIndex
 
 # -- scores ----------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from bench.search_eval.definitions import combine
 from handlers.cross_lingual import (
     LANGUAGE_BIAS,
     LOCAL_MODEL,
@@ -17,7 +18,6 @@ from handlers.cross_lingual import (
     same_language_bias,
 )
 from handlers.rendering import Language, detect_language
-from handlers.search import combine
 from memstream.local.embedder import MODEL_NAME
 
 

@@ -11,19 +11,21 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.search_eval.definitions import (
+    Fusion,
+    combine,
+    fused,
+    keyword_scores,
+    ranking,
+    relative_fused,
+)
 from handlers.search import (
     VECTOR_WEIGHT,
     FilterColumns,
     Filters,
-    Fusion,
     KeywordIndex,
     SearchMode,
-    combine,
-    fused,
-    keyword_scores,
     ranked,
-    ranking,
-    relative_fused,
     tokens,
 )
 
