@@ -4,7 +4,7 @@
 
 Each figure is a ratio against a baseline measured in the same run:
 
-1. **Extraction vs a bare client** (`bench.scale_extraction`): 40 and 400 users (quick: 40) each
+1. **Extraction vs a bare client** (`bench.scale_extraction`): 40 and 400 users (quick: 16) each
    flush one short session through the pipeline `memstream up` runs, against a stub LLM that
    answers every request after exactly 1 s; the same calls sent again by a bare aiohttp client
    with the pipeline's total in-flight limit (extraction workers x
@@ -15,7 +15,7 @@ Each figure is a ratio against a baseline measured in the same run:
    extractions (snapshot x type results) per second. Aim ≥ 1.7.
 3. **Restart time and RSS at 10x the history** (`bench.scale_history`,
    `bench.scale_memory_history`): the window with H and 10H closed sessions, extract:semantic
-   and the projector with H and 10H memories; H = 1,000 (quick: 100; `--scale-history H` to
+   and the projector with H and 10H memories; H = 1,000 (quick: 30; `--scale-history H` to
    change it). Each stage is restarted 3 times at each size (quick: once); the figure is the
    median at 10H over the median at H. Aim ≤ 1.3.
 4. **First search vs warm search** at 1k and 10k memories (aim ≤ 3): the search suite's figure
@@ -75,7 +75,8 @@ class Profile:
     every_broker: bool
 
 
-QUICK = Profile(users=(40,), history=100, restarts=1, every_broker=False)
+QUICK = Profile(users=(16,), history=30, restarts=1, every_broker=False)
+"""CI's profile: every part once, at sizes that run in about a minute."""
 FULL = Profile(users=(40, 400), history=1_000, restarts=3, every_broker=True)
 
 

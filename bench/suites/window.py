@@ -378,7 +378,7 @@ DEFAULT_CHECK_IDLE = IdleSetting(timeout=10.0, check_interval=5.0, sessions=8)
 
 
 def run(context: BenchContext) -> SuiteResult:
-    turns, rounds = (600, 2) if context.quick else (3000, 4)
+    turns, rounds = (300, 1) if context.quick else (3000, 4)
     figures: list[Figure] = []
     raw: dict[str, Any] = {
         "turns": turns,

@@ -9,18 +9,24 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, load
 from bench.locomo.evaluate import Options, evaluate, public_report
 from bench.locomo.harness import pipeline_on
 from bench.locomo.scripted import script
 from memstream.config import load_settings
+from tests.support.brokers import only_on_the_first_broker
 from tests.support.scripted_llm import ScriptedLLM
 
 
 def test_synthetic_conversation_is_answered_from_the_pipeline_and_scored(
-    broker: Any, mongo: Any, tmp_path: Path
+    broker: Any, mongo: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    only_on_the_first_broker(
+        request.config, broker.flavour, "the benchmark's code is the same on every broker"
+    )
     samples = load(SYNTHETIC)
     with ScriptedLLM(default={"facts": []}) as llm:
         script(llm, samples)

@@ -87,3 +87,37 @@ def test_config_validate_refuses_a_sasl_login_without_a_password(tmp_path: Path)
     result = memstream("config", "validate", cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert "KAFKA_SASL_PASSWORD" in result.stderr
+
+
+STOP_ON_SIGNAL = """
+import os, signal, sys, time
+from memstream import cli
+cli._stop_on_signals()
+print("ready", flush=True)
+try:
+    time.sleep(30)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(0)
+sys.exit(3)
+"""
+
+
+def test_up_stops_on_sigint_and_sigterm_even_started_with_sigint_ignored() -> None:
+    """`up` and `demo` leave through KeyboardInterrupt on both signals, also as a script's
+    background job, which starts with SIGINT ignored (`test_up_restart.py` stops a whole `up`
+    with SIGTERM and SIGKILL; SIGINT takes the same way out from here)."""
+    import signal
+
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        process = subprocess.Popen(
+            [sys.executable, "-c", STOP_ON_SIGNAL],
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"
+        process.send_signal(stop)
+        out, _ = process.communicate(timeout=30)
+        assert (process.returncode, out.strip()) == (0, "interrupted"), stop

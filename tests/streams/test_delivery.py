@@ -163,6 +163,8 @@ def test_a_database_outage_is_waited_out_without_dead_letters(
         )
         assert len(turns) == 2
         assert pipeline.db["dead_letters"].count_documents({}) == 0
+        # Before its database stops: closing a client of a stopped server waits 30 s for it.
+        pipeline.discard()
 
 
 def test_a_worker_stopped_mid_extraction_finishes_the_llm_call_and_writes_its_result(

@@ -99,4 +99,4 @@ def served_api(
             }
             yield ServedApi(pipeline, server, keys)
     finally:
-        pipeline.stop()
+        pipeline.discard()  # its topics and database are not used again: no clean stop needed
