@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.brokers import chosen_brokers
 from tests.support.pipeline import PipelineHarness
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -34,7 +35,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     that start brokers of their own) run once per broker chosen with `--brokers`."""
     for name, indirect in (("broker", True), ("broker_flavour", False)):
         if name in metafunc.fixturenames:
-            chosen = [b.strip() for b in metafunc.config.getoption("--brokers").split(",")]
+            chosen = chosen_brokers(metafunc.config)
             unknown = set(chosen) - set(BROKERS)
             if unknown:
                 raise pytest.UsageError(f"unknown brokers {sorted(unknown)}; known: {BROKERS}")

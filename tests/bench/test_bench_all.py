@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import SUITES
+from tests.support.brokers import chosen_brokers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ def test_quick_profile_runs_every_suite_and_reports_figures(
 ) -> None:
     # The first broker chosen: the suites' code is the same on each, and the integration suite
     # runs on every broker already (both brokers doubled the longest test of the run).
-    broker = request.config.getoption("--brokers").split(",")[0].strip()
+    broker = chosen_brokers(request.config)[0]
     options = ["--quick", "--brokers", broker, "--out-dir", str(tmp_path), "--name", "ci"]
     result = subprocess.run(
         [sys.executable, "-m", "bench", "all", *options],

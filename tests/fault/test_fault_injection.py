@@ -23,6 +23,10 @@ from tests.support.fault.workload import generate
 pytestmark = pytest.mark.integration
 
 SEED = 20261130
+ON_APACHE_ONLY = (
+    "what it shows is the stages' (at-least-once made idempotent), not the broker's; Tansu keeps "
+    "the database-outage profile below and the rest of the suite"
+)
 
 
 def assert_nothing_lost_or_doubled(outcome: Outcome) -> None:
@@ -35,8 +39,7 @@ def test_kills_llm_faults_and_malformed_input_lose_and_double_nothing(
     only_on_the_durable_broker(
         request.config,
         broker.flavour,
-        "what it shows is the stages' (at-least-once made idempotent), not the broker's; Tansu "
-        "keeps the database-outage profile below and the rest of the suite",
+        ON_APACHE_ONLY,
     )
     workload = generate(SEED, users=10, sessions_per_user=3, garbled_sessions=1)
     malformed = bad.generate(SEED, 200)
@@ -72,8 +75,7 @@ def test_two_workers_per_stage_killed_added_and_removed_under_load_lose_and_doub
     only_on_the_durable_broker(
         request.config,
         broker.flavour,
-        "what it shows is the stages' (at-least-once made idempotent), not the broker's; Tansu "
-        "keeps the database-outage profile below and the rest of the suite",
+        ON_APACHE_ONLY,
     )
     workload = generate(SEED + 3, users=10, sessions_per_user=3, garbled_sessions=1)
     outcome = run_faults(

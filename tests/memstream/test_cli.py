@@ -90,7 +90,7 @@ def test_config_validate_refuses_a_sasl_login_without_a_password(tmp_path: Path)
 
 
 STOP_ON_SIGNAL = """
-import os, signal, sys, time
+import sys, time
 from memstream import cli
 cli._stop_on_signals()
 print("ready", flush=True)
