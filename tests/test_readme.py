@@ -26,7 +26,7 @@ from tests.support.pipeline import PipelineHarness, eventually
 
 
 @pytest.mark.integration
-def test_sdk_example_prints_the_memory_and_every_documented_command_runs(
+def test_sdk_example_prints_the_memory_and_on_the_first_broker_every_documented_command_runs(
     pipeline_factory: Any, broker: Any, request: pytest.FixtureRequest
 ) -> None:
     """The SDK and agent examples on every broker; the pages' `memstream …` commands (the
