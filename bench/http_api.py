@@ -33,13 +33,13 @@ import httpx
 import orjson
 from pymongo import MongoClient
 
-from memstream.client import MemoryClient
+from memstream.api.keys import KeyStore
 from memstream.config import Settings, load_settings
-from memstream.http_client import HttpMemoryClient
-from memstream.keys import KeyStore
-from memstream.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
-from memstream.servers.loopback import free_port
-from memstream.topics import ensure_topics
+from memstream.runtime.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
+from memstream.runtime.servers.loopback import free_port
+from memstream.runtime.topics import ensure_topics
+from memstream.sdk.client import MemoryClient
+from memstream.sdk.http_client import HttpMemoryClient
 from projections.vectors import pack_vector
 from tests.support.scripted_llm import ScriptedLLM, embed_text
 

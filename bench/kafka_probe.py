@@ -1,6 +1,7 @@
 """Measuring a stage from outside: produce its input, watch its output, read its commits.
 
-Reusable by any suite that runs a real stage worker (`memstream.runtime.StageProcess`) and needs
+Reusable by any suite that runs a real stage worker (`memstream.runtime.pipeline.StageProcess`) and
+needs
 to know when something appeared on a topic, as seen by a client, when the stage's consumer
 group had committed its input, and how much CPU a process used meanwhile (a figure the load of
 a shared machine disturbs far less than a rate).
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from memstream.runtime import StageFailed, StageProcess
+from memstream.runtime.pipeline import StageFailed, StageProcess
 
 
 async def produce_all(

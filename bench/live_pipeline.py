@@ -2,7 +2,7 @@
 
     pipeline = live_pipeline(context, "tansu")     # started once per run and broker, then shared
 
-The stage workers are `memstream.runtime.Pipeline` child processes on the run's broker and
+The stage workers are `memstream.runtime.pipeline.Pipeline` child processes on the run's broker and
 database (own topic prefix, consumer groups and database), talking to a `bench.timed_llm`
 server (scripted answers after a model-like delay, every request timed). The freshness and
 footprint suites share one per broker, so the workers' start (tens of seconds on 2 cores) is
@@ -24,9 +24,14 @@ from bench.core import BenchContext, BrokerKind, Stopwatch
 from bench.llama_timings import LLAMA_LOCK, llama_lock
 from bench.timed_llm import TimedLLMServer
 from memstream.config import Settings, load_settings
-from memstream.local.llm import LocalLLMServer
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, Pipeline, pipeline_stages
-from memstream.topics import ensure_topics
+from memstream.runtime.local.llm import LocalLLMServer
+from memstream.runtime.pipeline import (
+    KAFKA_ENVIRONMENT,
+    TANSU_ENVIRONMENT,
+    Pipeline,
+    pipeline_stages,
+)
+from memstream.runtime.topics import ensure_topics
 
 CHAT_DELAY = 0.5
 """Seconds the scripted LLM waits before each chat answer: a stand-in for a model (the local
@@ -131,14 +136,14 @@ def live_pipeline(context: BenchContext, kind: BrokerKind) -> LivePipeline:
 
 def local_model_available(size: str) -> str | None:
     """Why the local model `size` cannot run here, or None when it can."""
-    from memstream.local.llm import MODELS, llama_cpp_available, part_paths
+    from memstream.runtime.local.llm import MODELS, llama_cpp_available, part_paths
 
     if size == "none":
         return "--local-model none"
     if not llama_cpp_available():
         return "llama-cpp-python is not installed (memstream[local])"
     try:
-        from memstream.local.llm import _verified, default_cache_dir
+        from memstream.runtime.local.llm import _verified, default_cache_dir
 
         spec = MODELS[size]
         if not _verified(default_cache_dir() / spec.filename, spec):
@@ -152,8 +157,8 @@ def local_model_available(size: str) -> str | None:
 def local_model(size: str, log_dir: Path) -> Iterator[LocalLLMServer]:
     """The local llama.cpp model `size` ("small"/"large") as `memstream up` starts it (prompt
     cache on), under the machine's llama lock."""
-    from memstream.local.llm import MODELS, start_local_llm
-    from memstream.local_llm import PROMPT_CACHE
+    from memstream.runtime.llm_choice import PROMPT_CACHE
+    from memstream.runtime.local.llm import MODELS, start_local_llm
 
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"   waiting for {LLAMA_LOCK} …", file=sys.stderr, flush=True)

@@ -47,9 +47,9 @@ from bench.stage_drain import Drain, LagProbe, measure_drain
 from events.codec import encode
 from events.memories import MEMORY_TYPES
 from events.turns import SessionFlushRequested, TurnRecorded
-from memstream.runtime import StageProcess, pipeline_stages
-from memstream.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import StageProcess, pipeline_stages
+from memstream.runtime.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
+from memstream.runtime.topics import ensure_topics
 from tests.support.extraction_requests import EMPTY_ANSWERS, asked
 from tests.support.fault.llm import WorkloadLLM
 from tests.support.fault.workload import Workload, generate, reconcile_environment
@@ -310,7 +310,7 @@ def summarize(rounds: list[dict[str, Any]], builds: list[str]) -> dict[str, Any]
 
 STARTUP_CODE = """import os
 from memstream.config import load_settings
-from memstream.worker import build_stage
+from memstream.runtime.worker import build_stage
 build_stage(load_settings(environ=dict(os.environ)), os.environ["STAGE"])"""
 """What a stage worker does before it joins its group: imports, settings, the app."""
 

@@ -22,9 +22,10 @@ Variants:
 * ``today``: the stock ``python -m llama_cpp.server`` as `memstream up` started it before this
   change (``--cache true --cache_size 1 GiB``, the server's default ``--logits_all true``);
 * ``stock-no-logits``: the stock server and cache with ``--logits_all false``;
-* ``bounded``: `memstream.local.llama_server` with `memstream.local_llm.PROMPT_CACHE` (what `up`
+* ``bounded``: `memstream.runtime.local.llama_server` with
+`memstream.runtime.llm_choice.PROMPT_CACHE` (what `up`
   runs now: ``--logits_all false`` and the cache bounded by the bytes it holds);
-* ``no-cache``: `memstream.local.llama_server` with ``--logits_all false`` and no cache (the
+* ``no-cache``: `memstream.runtime.local.llama_server` with ``--logits_all false`` and no cache (the
   speed the cache is there to beat).
 
 Reported per variant: RSS after the warm-up, after the first round of four types, and at the
@@ -58,9 +59,9 @@ from bench.machine import machine
 from bench.rss import tree_rss
 from events.memories import MEMORY_TYPES
 from handlers.extraction.registry import extractor_for
-from memstream.local.llm import DEFAULT_MODEL, MODELS, SERVER_MODULE, start_local_llm
-from memstream.local_llm import PROMPT_CACHE
 from memstream.providers import OpenAIChatModel
+from memstream.runtime.llm_choice import PROMPT_CACHE
+from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS, SERVER_MODULE, start_local_llm
 
 STOCK_SERVER = "llama_cpp.server"
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -2,7 +2,8 @@
 workers per memory type against one (`python -m bench scale`, figures 1 and 2 of issue 22).
 
 One pipeline per broker, as `memstream up` runs it (window, one stage per memory type, all four
-enabled, projector: `memstream.runtime.Pipeline`), on `PARTITIONS` partitions, every worker told
+enabled, projector: `memstream.runtime.pipeline.Pipeline`), on `PARTITIONS` partitions, every
+worker told
 `MEMSTREAM_LLM_MAX_IN_FLIGHT` (each memory type's worker keeps that many calls in flight), against
 the stub LLM (`bench.stub_llm`: every answer after exactly 1 s, any number at once). A *round*:
 
@@ -40,10 +41,10 @@ from bench.kafka_probe import TopicTail
 from bench.scale_stages import ResultWatch, prepare_database, scale_environment, wait_drained
 from bench.scale_workload import conversation, token_for, user_id
 from bench.stub_llm import StubLLMServer, calls_made, subjects
-from memstream.client import MemoryClient
 from memstream.config import Settings, load_settings
-from memstream.runtime import Pipeline, StageProcess, pipeline_stages
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import Pipeline, StageProcess, pipeline_stages
+from memstream.runtime.topics import ensure_topics
+from memstream.sdk.client import MemoryClient
 
 PARTITIONS = 8
 """Partitions of every topic (the default is 4): two workers per type own four each."""

@@ -55,10 +55,10 @@ from bench.scale_workload import (
     user_id,
     utc_now,
 )
-from memstream.client import MemoryClient
 from memstream.config import Settings, load_settings
-from memstream.runtime import StageProcess
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import StageProcess
+from memstream.runtime.topics import ensure_topics
+from memstream.sdk.client import MemoryClient
 
 FRESH_SESSIONS = 20
 """The window's fresh workload: sessions of three turns and a flush, through the SDK."""

@@ -61,7 +61,7 @@ from bench.stub_llm import StubLLMServer
 from bench.suites.projection import produce as produce_log
 from bench.suites.projection import records
 from memstream.config import Settings, load_settings
-from memstream.topics import ensure_topics
+from memstream.runtime.topics import ensure_topics
 from projections.store import SNAPSHOTS
 
 FACTS = 20

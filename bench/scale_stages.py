@@ -1,6 +1,7 @@
 """Stage workers for the scale benchmarks, as `memstream up` runs them, and watching them work.
 
-Every worker is `python -m memstream worker --stage S` (`memstream.runtime.StageProcess`) with
+Every worker is `python -m memstream worker --stage S` (`memstream.runtime.pipeline.StageProcess`)
+with
 the environment `memstream up` gives workers on that broker (`TANSU_ENVIRONMENT` /
 `KAFKA_ENVIRONMENT`), pointed at the stub LLM (`bench.stub_llm`), its own topic prefix,
 consumer groups and database, and `MEMSTREAM_LLM_MAX_IN_FLIGHT` (the LLM calls one worker
@@ -28,7 +29,7 @@ from bench.kafka_probe import Arrival
 from bench.stage_drain import LagProbe, Sample, drained
 from events.memories import MEMORY_TYPES
 from memstream.config import Settings
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
+from memstream.runtime.pipeline import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
 
 MAX_IN_FLIGHT_VARIABLE = "MEMSTREAM_LLM_MAX_IN_FLIGHT"
 

@@ -30,8 +30,8 @@ from bench import pyspy_summary
 from bench.search_eval.dataset import load
 from bench.search_eval.scale import Vocabulary, synthetic_documents
 from bench.suites.search import DIMENSION, SEED, _load
-from memstream.read_model import ReadModel
-from memstream.servers import SecantusServer
+from memstream.runtime.servers import SecantusServer
+from memstream.sdk.read_model import ReadModel
 from projections.store import MEMORIES
 
 RATE = 200

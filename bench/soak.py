@@ -59,9 +59,9 @@ from pymongo import MongoClient
 from bench.llama_timings import llama_lock
 from bench.machine import machine
 from bench.rss import tree_rss
-from memstream.client import MemoryClient
 from memstream.config import Settings, load_settings
-from memstream.servers.leftovers import RECORD_FILE
+from memstream.runtime.servers.leftovers import RECORD_FILE
+from memstream.sdk.client import MemoryClient
 
 EXPORT = re.compile(r"export (KAFKA_BOOTSTRAP_SERVERS|MONGODB_URI)=(\S+)")
 ANSWERED = re.compile(rb'"POST /v1/chat/completions HTTP/1\.1" 200')

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.timed_llm import TOKEN, locker_facts
-from memstream.servers import LoopbackServer
+from memstream.runtime.servers import LoopbackServer
 from tests.support.extraction_requests import EMPTY_ANSWERS, OPENINGS
 from tests.support.reconcile_requests import answer, decision, is_reconciliation, questions
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memstream.servers import LoopbackServer
+from memstream.runtime.servers import LoopbackServer
 
 UPSTREAM_FILE = "upstream.json"
 """Present beside the timings file: chat requests are forwarded to the real server it names."""

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = datetime.now(UTC)
     if args.local:
-        from memstream.local.llm import DEFAULT_MODEL, MODELS, start_local_llm
+        from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS, start_local_llm
 
         spec = DEFAULT_MODEL if args.local == "large" else MODELS[args.local]
         extra = ["--cache", "true"] if args.cache else []

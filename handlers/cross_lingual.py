@@ -37,7 +37,8 @@ from numpy.typing import NDArray
 from handlers.rendering import _CJK_IDEOGRAPH, Language, detect_language
 
 LOCAL_MODEL = "multilingual-e5-small-q4"
-"""`memstream.local.embedder.MODEL_NAME` (handlers import nothing from memstream; a test checks
+"""`memstream.providers.local_embedder.MODEL_NAME` (handlers import nothing from memstream; a test
+checks
 that the two agree)."""
 
 LANGUAGE_BIAS: Mapping[str, Mapping[Language, float]] = {

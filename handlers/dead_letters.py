@@ -1,7 +1,7 @@
 """Dead letters and their redrive: ids, the redrive headers, and which letters an operator may
 redrive (docs/architecture.md, "Dead letters").
 
-Pure: no broker, no database. `memstream.dlq` reads the `dead_letters` read model, asks
+Pure: no broker, no database. `memstream.cli.dlq` reads the `dead_letters` read model, asks
 `choose` which letters to redrive, and sends what `redrive_plan` says; the stages ask
 `redrive_of` and `applies_to` about every record they read.
 

@@ -1,5 +1,6 @@
 """Quotas: how much one API key may ask of the HTTP API and one user may cost the LLM
-(docs/operations.md, "Quotas"). Pure rules; the counting lives in `memstream.keys` (requests) and
+(docs/operations.md, "Quotas"). Pure rules; the counting lives in `memstream.api.keys` (requests)
+and
 `projections.llm_budget` (tokens).
 
 * **Request rate** — a key may make `limit` requests per fixed window of `period`; the window

@@ -3,7 +3,7 @@ keyword scores combine, computed fast on arrays (the plain definitions they equa
 bench/search_eval/definitions.py).
 
 Pure (docs/architecture.md, "Search"): the vector similarities come from the index the caller
-uses (`memstream.search_index`); this module filters, scores the keywords and ranks.
+uses (`memstream.sdk.search_index`); this module filters, scores the keywords and ranks.
 
 * **Filters** (`Filters.matches`): memory types, agent, subject (case-insensitive), owner,
   category, and creation time between `since` and `until` (inclusive). A memory without a

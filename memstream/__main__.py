@@ -1,3 +1,3 @@
-from memstream.cli import main
+from memstream.cli.main import main
 
 raise SystemExit(main())

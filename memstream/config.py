@@ -85,7 +85,7 @@ class KafkaSettings(_Section):
     (a worker per partition at most). Adding partitions later would move users away from
     their state, so the default leaves room to scale out; each partition costs the broker a
     few files and a worker a changelog partition per table (docs/operations.md, "Running on more
-    than one machine"). Existing topics keep their count (`memstream.topics`)."""
+    than one machine"). Existing topics keep their count (`memstream.runtime.topics`)."""
     replication_factor: int = Field(default=1, ge=1, le=10)
     group_prefix: str = Field(default="memstream-", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
     session_timeout_seconds: float = Field(default=6.0, gt=0)

@@ -5,7 +5,7 @@ Why here: every reader of sealed content needs keys — the SDK and the HTTP API
 saves), the extraction stages (opening snapshots, sealing memories), the projector and
 `memstream replay` (opening everything), the event feed. The layering is
 `events ← handlers ← streams, projections ← memstream`: a store in `memstream/` (beside the API
-keys, `memstream.keys`) could not be used by the stages, and `handlers/` does no I/O. So the
+keys, `memstream.api.keys`) could not be used by the stages, and `handlers/` does no I/O. So the
 store sits with the other MongoDB code, in `projections/`, though it is not a read model: keys
 are not derived from the log, `replay` does not rebuild them, and losing this collection loses
 the content of the whole log (back it up apart from the read model, and think about what a

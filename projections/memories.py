@@ -128,7 +128,7 @@ def count_changes(db: Writes, user_id: str, memory_ids: Sequence[str]) -> None:
     Every delivery counts, a redelivery too: the count only has to change whenever the memories
     may have (a spurious change costs search one memory's refresh), and a crash before this
     write is repaired by the redelivery, as for the log entry. Search reads the last `count`
-    increase's worth of `changed` (`memstream.read_model`), so the two move together."""
+    increase's worth of `changed` (`memstream.sdk.read_model`), so the two move together."""
     if not memory_ids:
         return
     db.update(

@@ -1,7 +1,7 @@
 """What a memstream process counts, for Prometheus (docs/operations.md: every metric, and the
 Grafana dashboard in `docs/grafana-dashboard.json`).
 
-Each worker serves its own registry on its own port (`memstream.observability`); the stages
+Each worker serves its own registry on its own port (`memstream.runtime.observability`); the stages
 record here through small functions so that `streams/` keeps wiring, not bookkeeping. Label
 values are bounded: stage and memory type names, topics, models, and a dead letter's *kind*
 (the exception's name or the refusal's first words), never a record's content or position.

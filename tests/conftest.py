@@ -47,7 +47,7 @@ def broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
     """A running Kafka-protocol broker of the requested flavour (one per session and flavour)."""
-    from memstream.servers import ApacheKafkaBroker, TansuBroker
+    from memstream.runtime.servers import ApacheKafkaBroker, TansuBroker
 
     workdir = tmp_path_factory.mktemp(f"broker-{request.param}")
     flavours: dict[str, Any] = {"tansu": TansuBroker, "apache": ApacheKafkaBroker}
@@ -60,7 +60,7 @@ def broker(
 @pytest.fixture(scope="session")
 def mongo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One SecantusDB server for the session; each test uses its own database."""
-    from memstream.servers import SecantusServer
+    from memstream.runtime.servers import SecantusServer
 
     with SecantusServer(tmp_path_factory.mktemp("secantus") / "data") as server:
         yield server

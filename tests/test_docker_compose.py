@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from memstream.config import load_settings
-from memstream.runtime import pipeline_stages
+from memstream.runtime.pipeline import pipeline_stages
 
 COMPOSE = Path(__file__).parent.parent / "docker-compose.kafka.yml"
 

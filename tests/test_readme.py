@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from memstream.worker import READY_MARKER
+from memstream.runtime.worker import READY_MARKER
 from tests.support.brokers import chosen_brokers
 from tests.support.documentation import (
     PAGES,

@@ -21,7 +21,7 @@ through today's extraction handler first (its parsing and filters), so a filter 
 without the model.
 
 With ``--local small|large`` the script starts the packaged llama.cpp server itself
-(`memstream.local.llm.start_local_llm`) and stops it afterwards. Without ``--base-url`` the
+(`memstream.runtime.local.llm.start_local_llm`) and stops it afterwards. Without ``--base-url`` the
 environment's ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``MEMSTREAM_LLM_MODEL`` are used.
 One untimed warm-up request is sent first (the model's first request pays for loading).
 """
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rescore(args)
     selected = selected_cases(args)
     if args.local:
-        from memstream.local.llm import MODELS, start_local_llm
+        from memstream.runtime.local.llm import MODELS, start_local_llm
 
         print(f"starting the local {args.local} model …", file=sys.stderr, flush=True)
         server = start_local_llm(MODELS[args.local], startup_timeout=300.0)

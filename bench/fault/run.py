@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from memstream.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
+from memstream.runtime.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
 from tests.support.fault import faults
 from tests.support.fault import malformed as bad
 from tests.support.fault.run import run_faults

@@ -35,8 +35,8 @@ from bench.locomo.scoring import (
     summarize,
 )
 from bench.locomo.transcript import full_transcript
-from memstream.client import MemoryClient
 from memstream.config import Settings
+from memstream.sdk.client import MemoryClient
 
 MEMSTREAM = "memstream"
 FULL_CONTEXT = "full_context"

@@ -19,8 +19,13 @@ from pathlib import Path
 
 from bench.llama_timings import llama_lock
 from memstream.config import Settings, load_settings
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, Pipeline, pipeline_stages
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import (
+    KAFKA_ENVIRONMENT,
+    TANSU_ENVIRONMENT,
+    Pipeline,
+    pipeline_stages,
+)
+from memstream.runtime.topics import ensure_topics
 
 LOCOMO_WINDOW = {
     "MEMSTREAM_MAX_MESSAGES": "1000",
@@ -69,8 +74,8 @@ def pipeline_on(
 def local_model(size: str, log_dir: Path) -> Iterator[dict[str, str]]:
     """The packaged local model (`small` or `large`), under the model lock; the workers' LLM
     environment (its endpoint and model name)."""
-    from memstream.local.llm import MODELS, start_local_llm
-    from memstream.local_llm import PROMPT_CACHE
+    from memstream.runtime.llm_choice import PROMPT_CACHE
+    from memstream.runtime.local.llm import MODELS, start_local_llm
 
     log_dir.mkdir(parents=True, exist_ok=True)
     with (

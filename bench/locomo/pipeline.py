@@ -30,8 +30,8 @@ from pymongo.errors import OperationFailure
 
 from bench.locomo.dataset import Sample, Session
 from handlers.extraction.dates import english_day
-from memstream.client import MemoryClient
 from memstream.config import Settings
+from memstream.sdk.client import MemoryClient
 
 ContextMode = Literal["search", "build_context", "full"]
 """What the answerer is shown: memstream's search results, its `build_context` block, or the

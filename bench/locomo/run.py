@@ -71,8 +71,8 @@ def pipeline(args: argparse.Namespace, log_dir: Path) -> Iterator[tuple[Settings
     if _existing(environ) and not args.embedded:
         yield load_settings(environ=environ), "existing deployment (its own window and types)"
         return
-    from memstream.local_llm import wants_local_llm
-    from memstream.runtime import running_pipeline
+    from memstream.runtime.llm_choice import wants_local_llm
+    from memstream.runtime.pipeline import running_pipeline
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "MONGODB_URI"):
         environ.pop(name, None)

@@ -8,7 +8,8 @@
         [--batch N [--batch-format shared|inline] [--batch-system-prompt FILE]]
 
 Every memory text of the labelled pairs (``pairs.json``, format in `bench.reconcile_eval.pairs`)
-is embedded with the local embedder (`memstream.local.embedder`), rounded as the pipeline stores
+is embedded with the local embedder (`memstream.providers.local_embedder`), rounded as the pipeline
+stores
 vectors. Each pair's new memory is reconciled in a scope of the pair's existing memory plus up to
 ``--distractors`` same-subject memories of other pairs; its candidates are ranked by
 `handlers.reconcile.options_for` (same subject, cosine).
@@ -29,7 +30,7 @@ whose system prompt ``--batch-system-prompt FILE`` replaces. ``--report FILE`` p
 tables of a saved JSON report again, without any model.
 
 With ``--local small|large`` the script starts the packaged llama.cpp server itself
-(`memstream.local.llm.start_local_llm`) and stops it afterwards, holding the machine's
+(`memstream.runtime.local.llm.start_local_llm`) and stops it afterwards, holding the machine's
 model-server lock (`bench.llama_timings.llama_lock`, ``/tmp/memstream-llama.lock``) meanwhile:
 it waits for another holder to finish (two servers on 2 cores slow each other down far more than
 2x).
@@ -145,7 +146,7 @@ class TimedChatModel:
 def embed(pairs: Sequence[Pair]) -> tuple[str, int, dict[str, tuple[float, ...]]]:
     """(model name, dimension, text → vector) for every text of `pairs`, with the local
     embedder, each vector rounded as the extraction stage stores it."""
-    from memstream.local.embedder import load_local_embedder
+    from memstream.providers.local_embedder import load_local_embedder
 
     embedder = load_local_embedder()
     items = texts(pairs)
@@ -722,7 +723,7 @@ def run_llm(
 ) -> tuple[list[Outcome], str, str | None]:
     """Reconcile every pair against the configured or packaged LLM: (outcomes, model, url)."""
     if args.local:
-        from memstream.local.llm import MODELS, start_local_llm
+        from memstream.runtime.local.llm import MODELS, start_local_llm
 
         print("\nwaiting for the model-server lock …", file=sys.stderr, flush=True)
         with llama_lock():

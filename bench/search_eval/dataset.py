@@ -8,7 +8,7 @@ Languages are not labelled but detected with the product's own rule
 in the query's language.
 
 `documents` turns a user's memories and their vectors into the documents the read model holds
-(the fields of `memstream.search_index.INDEXED_FIELDS`), which is what `UserIndex.built` gets
+(the fields of `memstream.sdk.search_index.INDEXED_FIELDS`), which is what `UserIndex.built` gets
 from MongoDB.
 """
 

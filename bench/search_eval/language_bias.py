@@ -26,7 +26,7 @@ from bench.search_eval.dataset import LabelledSet
 from bench.search_eval.quality import QueryVectors, evaluate, reference_searcher
 from handlers.cross_lingual import LANGUAGE_BIAS, LANGUAGES
 from handlers.rendering import Language
-from memstream.search_index import UserIndex
+from memstream.sdk.search_index import UserIndex
 
 SCALES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 """Multiples of the product's figures tried by `scaled`."""

@@ -18,8 +18,8 @@ from typing import Any
 from handlers.extraction.results import rounded
 from handlers.ports import Embedder
 from handlers.search import SearchMode
-from memstream.read_model import ReadModel
-from memstream.search_index import UserIndex
+from memstream.sdk.read_model import ReadModel
+from memstream.sdk.search_index import UserIndex
 
 
 class InMemoryReadModel(ReadModel):

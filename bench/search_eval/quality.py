@@ -29,7 +29,7 @@ from bench.search_eval.scoring import Scores, first_rank, percentile, scores
 from handlers.ports import Embedder
 from handlers.rendering import Language
 from handlers.search import VECTOR_WEIGHT, SearchMode
-from memstream.search_index import UserIndex
+from memstream.sdk.search_index import UserIndex
 
 MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
 RRF = "hybrid (RRF)"

@@ -20,7 +20,7 @@ from bench.search_eval.definitions import Fusion, combine, keyword_scores
 from handlers.cross_lingual import corrected_similarities, language_of, same_language_bias
 from handlers.rendering import Language
 from handlers.search import VECTOR_WEIGHT, Filters, SearchMode
-from memstream.search_index import UserIndex
+from memstream.sdk.search_index import UserIndex
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,8 @@ from bench.search_eval.scale import SizeReport, Vocabulary, measure
 from bench.search_eval.scoring import percentile
 from bench.search_eval.weights import held_out, sweep, sweep_json
 from handlers.cross_lingual import LANGUAGE_BIAS
-from memstream.local.embedder import load_local_embedder
-from memstream.search_index import UserIndex
+from memstream.providers.local_embedder import load_local_embedder
+from memstream.sdk.search_index import UserIndex
 
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
 """Recorded with the results: they decide how numpy's BLAS and the embedder use the cores."""

@@ -43,7 +43,7 @@ from bench.search_eval.scoring import percentile
 from events.memories import MemoryType
 from handlers.cross_lingual import LOCAL_MODEL
 from handlers.search import Filters, KeywordIndex, SearchMode, ranked
-from memstream.search_index import UserIndex
+from memstream.sdk.search_index import UserIndex
 from projections.vectors import pack_vector
 
 USER = "scale-user"

@@ -24,7 +24,7 @@ from bench.search_eval.quality import (
 )
 from bench.search_eval.scoring import Scores
 from handlers.search import VECTOR_WEIGHT
-from memstream.search_index import UserIndex
+from memstream.sdk.search_index import UserIndex
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 """Vector weights tried (all reported, so the choice can be judged)."""

@@ -29,7 +29,7 @@ medians of the rounds.
   decisions and 384-d vectors) is written twice, plaintext and sealed (`encode(event,
   sealer(StoreKeyRing(store, blocking=True)))`: turn content with session keys, decisions with
   memory keys), each to its own topics. Each round, `memstream replay`'s code
-  (`memstream.replay.kafka_events(kafka, keys=ring)` then `replay`) rebuilds the read model
+  (`memstream.cli.replay.kafka_events(kafka, keys=ring)` then `replay`) rebuilds the read model
   from each log into a fresh database, with a fresh `DataKeyStore` (an empty key cache, like a
   new `memstream replay` process) over the database holding the keys: the plaintext side reads
   through the same ring and opener and finds nothing to open. events/s = log records / seconds,
@@ -74,11 +74,11 @@ from events.codec import AnyEvent, decode, encode
 from events.turns import TurnRecorded
 from handlers.sealed_events import KeyRing, open_payload, opener, seal_payload, sealer
 from handlers.sealing import DataKey, KeyScope, UnknownKey, data_key_id
-from memstream.client import MemoryClient
+from memstream.cli.replay import differences
 from memstream.config import load_settings
-from memstream.replay import differences
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT
+from memstream.runtime.topics import ensure_topics
+from memstream.sdk.client import MemoryClient
 from projections.data_keys import DATA_KEYS, DataKeyStore, StoreKeyRing
 from streams.settings import utc_now
 

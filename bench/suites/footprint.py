@@ -33,9 +33,9 @@ from bench.live_pipeline import (
 )
 from bench.rss import RssSampler, idle_and_peak
 from bench.suites.freshness import QUERY, Session, searchable
-from memstream.client import MemoryClient
 from memstream.providers import embedder
-from memstream.read_model import ReadModel
+from memstream.sdk.client import MemoryClient
+from memstream.sdk.read_model import ReadModel
 
 INTERVAL = 0.25
 

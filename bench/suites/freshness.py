@@ -49,10 +49,10 @@ from handlers.extraction.registry import extractor_for
 from handlers.extraction.results import snapshot_source
 from handlers.ports import ChatModel, Embedder
 from handlers.reconcile import NewMemory, Thresholds, reconcile
-from memstream.client import MemoryClient
 from memstream.config import Settings
 from memstream.providers import chat_model, embedder
-from memstream.read_model import ReadModel
+from memstream.sdk.client import MemoryClient
+from memstream.sdk.read_model import ReadModel
 from streams.settings import utc_now
 
 POLL = 0.02

@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaProducer
 from bench.core import Aim, BenchContext, Figure, SuiteResult, alternate, median
 from events.codec import encode
 from events.turns import TurnRecorded
-from memstream.client import MemoryClient
 from memstream.config import load_settings
-from memstream.topics import ensure_topics
+from memstream.runtime.topics import ensure_topics
+from memstream.sdk.client import MemoryClient
 
 
 def conversation(turns: int) -> list[dict[str, str]]:

@@ -91,7 +91,7 @@ def tally(usage: list[tuple[dict[str, Any], dict[str, int]]], turns: int) -> dic
 
 
 def run_baseline(counter: TokenCounter) -> dict[str, Any]:
-    from memstream.local.embedder import load_local_embedder
+    from memstream.providers.local_embedder import load_local_embedder
 
     embedder = load_local_embedder()
     with ScriptedLLM(default=scripted_model(), token_counter=counter) as llm:
@@ -170,7 +170,7 @@ def run_ours(context: BenchContext, kind: str, counter: TokenCounter) -> dict[st
 
 
 async def _feed(harness: PipelineHarness) -> None:
-    from memstream.client import MemoryClient
+    from memstream.sdk.client import MemoryClient
 
     async with MemoryClient(harness.settings) as client:
         for session in SESSIONS:

@@ -32,11 +32,11 @@ import httpx
 from bench.core import BenchContext, Figure, SuiteResult, alternate, median
 from bench.suites.window import MAX_MESSAGES, SHORT_IDLE, session_turns, window_round
 from events.codec import encode
+from memstream.api.keys import KeyStore
 from memstream.config import Settings, load_settings
-from memstream.keys import KeyStore
-from memstream.runtime import TANSU_ENVIRONMENT
-from memstream.servers import free_port
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import TANSU_ENVIRONMENT
+from memstream.runtime.servers import free_port
+from memstream.runtime.topics import ensure_topics
 
 WINDOW_TURNS = (600, 20_000)
 """Turns per window round: quick, full."""

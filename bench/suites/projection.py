@@ -10,7 +10,7 @@ type carrying ADD / REINFORCE / UPDATE decisions with 384-d vectors). On each br
   fresh consumer group and database) is started on empty topics; once it is assigned its
   partitions the whole log is produced at once and the clock runs until every document is in
   the database (polled; the production time counts against us);
-- **replay**: `memstream replay`'s code path (`memstream.replay.kafka_events` then `replay`)
+- **replay**: `memstream replay`'s code path (`memstream.cli.replay.kafka_events` then `replay`)
   reads the round's topics and rebuilds the read model into a fresh database in bulk;
 - **baseline**: the documents the live projector wrote (read back from its database once) are
   inserted into a fresh database with the same indexes by pymongo `bulk_write` (ordered
@@ -39,10 +39,10 @@ from bench.core import Aim, BenchContext, Figure, Stopwatch, SuiteResult, median
 from bench.projection_workload import Workload, generate
 from events.codec import encode
 from events.memories import MEMORY_TYPES
+from memstream.cli.replay import COMPARED, differences, kafka_events, replay
 from memstream.config import Settings, load_settings
-from memstream.replay import COMPARED, differences, kafka_events, replay
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
+from memstream.runtime.topics import ensure_topics
 from projections import ensure_indexes
 from projections.data_keys import StoreKeyRing
 from projections.store import MEMORIES, MEMORY_EVENTS, SNAPSHOTS, TURNS

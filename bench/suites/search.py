@@ -55,8 +55,8 @@ from bench.search_eval.pipeline import InMemoryReadModel
 from bench.search_eval.scale import MODEL, Vocabulary, synthetic_documents
 from events.memories import Evidence, MemoryAdded, MemoryContent, Provenance
 from handlers.search import KeywordIndex
-from memstream.read_model import ReadModel
-from memstream.search_index import UserIndex
+from memstream.sdk.read_model import ReadModel
+from memstream.sdk.search_index import UserIndex
 from projections.memories import project_memory_event, version_id
 from projections.store import MEMORIES, MEMORY_EVENTS, MEMORY_WRITES, Db, ensure_indexes
 from projections.vectors import unpack_matrix, unpack_vector

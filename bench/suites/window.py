@@ -56,10 +56,10 @@ from bench.kafka_probe import (
 from events.codec import decode, encode
 from events.snapshots import SnapshotPromoted
 from events.turns import TurnRecorded
-from memstream.client import MemoryClient
 from memstream.config import Settings, load_settings
-from memstream.runtime import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
-from memstream.topics import ensure_topics
+from memstream.runtime.pipeline import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
+from memstream.runtime.topics import ensure_topics
+from memstream.sdk.client import MemoryClient
 
 MAX_MESSAGES = 20
 """The window's default `max_messages`: every benchmark session is promoted by count."""

@@ -22,12 +22,12 @@ from events.forgetting import MAX_REASON_CHARS
 from events.memories import MemoryType
 from memstream.api import models as m
 from memstream.api.auth import Authenticated, Caller
+from memstream.api.keys import KeyStore
 from memstream.api.mcp_server import build_mcp, http_caller
 from memstream.api.metrics import RequestMetrics, install_probes
 from memstream.api.problems import PROBLEM_JSON, ApiProblem, BodyLimit, Problem, install
-from memstream.client import MemoryClient
 from memstream.config import Settings
-from memstream.keys import KeyStore
+from memstream.sdk.client import MemoryClient
 
 NDJSON = "application/x-ndjson"
 UserQuery = Annotated[
@@ -262,7 +262,7 @@ def _router() -> APIRouter:
     async def status(caller: Authenticated) -> Any:
         """The key's principal and the pipeline's health (broker, database, lag, dead letters:
         counts only, no user data)."""
-        from memstream.status import status as pipeline_status
+        from memstream.runtime.status import status as pipeline_status
 
         report = await asyncio.to_thread(pipeline_status, caller.memory.settings, timeout=3.0)
         key = caller.key

@@ -17,8 +17,8 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from handlers.identity import MemoryScope, Refused, authorize, whole_user_erasure
-from memstream.client import MemoryClient
-from memstream.keys import InvalidKey, Key, KeyStore
+from memstream.api.keys import InvalidKey, Key, KeyStore
+from memstream.sdk.client import MemoryClient
 
 log = logging.getLogger(__name__)
 IGNORED_HEADER = "Memstream-Ignored-User-Id"

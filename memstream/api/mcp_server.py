@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
 from memstream.api.auth import Caller, authenticated
-from memstream.client import MemoryClient, MemoryNotFound
+from memstream.api.keys import InvalidKey, KeyStore, RateLimited
 from memstream.config import Settings
-from memstream.keys import InvalidKey, KeyStore, RateLimited
+from memstream.sdk.client import MemoryClient, MemoryNotFound
 
 CallerOf = Callable[[Context], Awaitable[Caller]]
 

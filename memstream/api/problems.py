@@ -23,8 +23,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from handlers.failures import is_outage
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
-from memstream.client import MemoryNotFound
-from memstream.keys import InvalidKey, RateLimited
+from memstream.api.keys import InvalidKey, RateLimited
+from memstream.sdk.client import MemoryNotFound
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"

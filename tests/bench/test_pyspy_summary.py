@@ -5,8 +5,8 @@ from __future__ import annotations
 from bench.pyspy_summary import frame_name, parse, render
 
 RAW = [
-    "thread (0x1);main (/x/memstream/worker.py:10);apply (/x/streams/projector.py:80) 30",
-    "thread (0x1);main (/x/memstream/worker.py:10);select (selectors.py:468) 50",
+    "thread (0x1);main (/x/memstream/runtime/worker.py:10);apply (/x/streams/projector.py:80) 30",
+    "thread (0x1);main (/x/memstream/runtime/worker.py:10);select (selectors.py:468) 50",
     "thread (0x2);apply (/x/streams/projector.py:81);recv (/y/pymongo/net.py:5) 20",
     "garbage line",
 ]

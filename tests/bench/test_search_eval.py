@@ -41,7 +41,7 @@ from bench.search_eval.scoring import (
 from bench.search_eval.weights import WEIGHTS, held_out, weight_name
 from handlers.cross_lingual import LANGUAGE_BIAS, LOCAL_MODEL, language_of
 from handlers.search import Filters, SearchMode
-from memstream.search_index import UserIndex
+from memstream.sdk.search_index import UserIndex
 
 # -- scores ----------------------------------------------------------------------------------------
 

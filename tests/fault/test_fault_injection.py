@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from memstream.servers import ApacheKafkaBroker, SecantusServer
+from memstream.runtime.servers import ApacheKafkaBroker, SecantusServer
 from tests.support.brokers import only_on_the_durable_broker
 from tests.support.fault import faults
 from tests.support.fault import malformed as bad

@@ -18,7 +18,7 @@ from handlers.cross_lingual import (
     same_language_bias,
 )
 from handlers.rendering import Language, detect_language
-from memstream.local.embedder import MODEL_NAME
+from memstream.providers.local_embedder import MODEL_NAME
 
 
 def test_memories_in_the_query_language_lose_the_bias_and_the_others_keep_their_cosine() -> None:

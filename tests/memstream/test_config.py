@@ -325,7 +325,7 @@ def test_limits_outside_their_range_are_refused_naming_the_variable(
 
 async def test_the_sdk_refuses_a_turn_over_the_configured_limit() -> None:
     from handlers.messages import InvalidMessageError
-    from memstream.client import MemoryClient
+    from memstream.sdk.client import MemoryClient
 
     client = MemoryClient(load_settings(environ={"MEMSTREAM_MAX_TURN_CHARS": "10"}))
     with pytest.raises(InvalidMessageError, match="over the limit of 10"):

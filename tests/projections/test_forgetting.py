@@ -674,7 +674,7 @@ def test_a_replay_in_topic_order_builds_the_same_read_model_and_receipts_as_live
 
 
 def test_search_stops_finding_a_memory_once_it_is_erased(db: Db, mongo: Any) -> None:
-    from memstream.read_model import ReadModel
+    from memstream.sdk.read_model import ReadModel
 
     live(db)(world())
 

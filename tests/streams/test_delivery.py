@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from events import encode
-from memstream.servers import SecantusServer
+from memstream.runtime.servers import SecantusServer
 from tests import factories as f
 from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually, produce_raw

@@ -22,8 +22,8 @@ from pymongo import MongoClient
 from events.codec import EventDecodeError, decode
 from handlers.sealed_events import opener
 from handlers.sealing import KeyDestroyed
-from memstream.client import MemoryClient
-from memstream.replay import kafka_events, replay
+from memstream.cli.replay import kafka_events, replay
+from memstream.sdk.client import MemoryClient
 from tests.support.pipeline import PipelineHarness, eventually, read_topic
 
 pytestmark = pytest.mark.integration

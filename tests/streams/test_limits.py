@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memstream.status import status
+from memstream.runtime.status import status
 from tests.support.pipeline import PipelineHarness, eventually, produce_raw
 
 pytestmark = pytest.mark.integration

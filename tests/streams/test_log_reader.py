@@ -36,7 +36,7 @@ def test_committed_offsets_wait_out_a_broker_that_is_not_up_yet(broker_flavour: 
     """The stages' timer reads committed offsets; an outage used to escape it and crash them."""
     if broker_flavour != "tansu":
         pytest.skip("one flavour is enough: the broker is down, whichever it would be")
-    from memstream.servers import TansuBroker, free_port
+    from memstream.runtime.servers import TansuBroker, free_port
 
     port = free_port()
     topic = f"commits-{uuid.uuid4().hex[:8]}"

@@ -15,7 +15,7 @@ from aiokafka.structs import OffsetAndMetadata
 from events.codec import decode
 from events.turns import TurnRecorded
 from handlers.sealed_events import opener
-from memstream.worker import stream_settings
+from memstream.runtime.worker import stream_settings
 from projections.vectors import unpack_vector
 from tests.factories import STRIPE_FACTS
 from tests.support.pipeline import PipelineHarness, eventually
@@ -439,7 +439,7 @@ def test_multi_speaker_facts_keep_their_subjects_and_owners(pipeline_factory: An
     assert set(profile["fields"]) == {"name", "employer"}
     assert pipeline.db["profiles"].count_documents({}) == 1
     # Short-term memory read back from L1_RAW for a prompt: other speakers cut, the user whole.
-    from memstream.sync_client import SyncMemoryClient
+    from memstream.sdk.sync_client import SyncMemoryClient
 
     client = SyncMemoryClient(pipeline.settings)
     history = client.session_history("tim", "party", max_chars_per_message=12).splitlines()

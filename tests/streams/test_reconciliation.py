@@ -128,7 +128,7 @@ def test_a_restated_fact_is_reinforced_and_not_copied(pipeline_factory: Any) -> 
     second = pipeline.snapshots(user_id="jo", session_id="s2")[0]["extractions"]["semantic"]
     assert second["actions"] == ["MemoryReinforced"]
     assert second["usage"]["calls"] == 1
-    from memstream.sync_client import SyncMemoryClient
+    from memstream.sdk.sync_client import SyncMemoryClient
 
     client = SyncMemoryClient(pipeline.settings)
     usage = client.llm_usage("jo")

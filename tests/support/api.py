@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memstream.api.keys import KeyStore
 from memstream.api.serving import ApiServer
-from memstream.keys import KeyStore
 from tests.support.pipeline import PipelineHarness
 from tests.support.scripted_llm import ScriptedLLM
 

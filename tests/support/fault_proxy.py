@@ -13,7 +13,8 @@ so sync test code (and async tests, from their own loop) can break and heal the 
 With ``kafka=False`` it is a plain byte pipe (e.g. for MongoDB) and only ``cut`` applies.
 
 A Kafka broker must *advertise* the proxy's port (``advertised_port`` of the launchers in
-``memstream.servers``), or clients go straight to the broker after their first metadata request.
+``memstream.runtime.servers``), or clients go straight to the broker after their first metadata
+request.
 """
 
 from __future__ import annotations

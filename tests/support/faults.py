@@ -17,7 +17,7 @@ from os import PathLike
 from typing import Any
 from urllib.parse import urlsplit
 
-from memstream.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
+from memstream.runtime.servers import ApacheKafkaBroker, SecantusServer, TansuBroker
 from tests.support.fault_proxy import FaultProxy
 
 __all__ = ["BROKER_FLAVOURS", "produce_direct", "proxied_broker", "proxied_mongo"]

@@ -6,7 +6,7 @@ Serves `tests.support.scripted_llm.ScriptedLLM` on 127.0.0.1:PORT (``/v1/chat/co
 ``/v1/embeddings``, ``/v1/models``, and ``/health``), answering every chat request with
 `--answer` `--latency` seconds after it printed ``chat request received`` to stderr (its log),
 so a test can kill it in the middle of one. `StandInLLM` runs it as a
-:class:`~memstream.servers.LoopbackServer`, the way `memstream up` runs the real one.
+:class:`~memstream.runtime.servers.LoopbackServer`, the way `memstream up` runs the real one.
 
 Why a stand-in: the packaged model answers a request in 3-10 s on an idle machine and in
 minutes on a loaded one, so a test that kills it mid-request and waits for the restart and
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memstream.servers import LoopbackServer
+from memstream.runtime.servers import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[2]
 RECEIVED = "chat request received"

@@ -13,9 +13,9 @@ from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from memstream.config import Settings, load_settings
-from memstream.runtime import TANSU_ENVIRONMENT, Pipeline, pipeline_stages
-from memstream.sealing import data_key_store
-from memstream.topics import ensure_topics
+from memstream.keystore.sealing import data_key_store
+from memstream.runtime.pipeline import TANSU_ENVIRONMENT, Pipeline, pipeline_stages
+from memstream.runtime.topics import ensure_topics
 from projections.data_keys import StoreKeyRing
 from projections.key_wrapping import new_master_key, write_master_keys
 from streams.settings import utc_now
@@ -116,7 +116,7 @@ class PipelineHarness:
 
     def save(self, user_id: str, memory_type: str, text: str, **options: Any) -> str:
         """`MemoryClient.save(...)`: a direct save; returns its id."""
-        from memstream.client import MemoryClient
+        from memstream.sdk.client import MemoryClient
 
         async def send() -> str:
             async with MemoryClient(self.settings) as client:
@@ -125,13 +125,13 @@ class PipelineHarness:
         return asyncio.run(send())
 
     async def _record(self, user_id: str, session_id: str, messages: list[dict[str, Any]]) -> None:
-        from memstream.client import MemoryClient
+        from memstream.sdk.client import MemoryClient
 
         async with MemoryClient(self.settings) as client:
             await client.record(user_id, session_id, messages)
 
     async def _flush(self, user_id: str, session_id: str) -> None:
-        from memstream.client import MemoryClient
+        from memstream.sdk.client import MemoryClient
 
         async with MemoryClient(self.settings) as client:
             await client.flush(user_id, session_id)

@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from memstream.servers import ApacheKafkaBroker
-from memstream.servers.loopback import LOOPBACK, free_ports
+from memstream.runtime.servers import ApacheKafkaBroker
+from memstream.runtime.servers.loopback import LOOPBACK, free_ports
 
 SCRAM_USERS = {"alice": "alice-secret"}
 PLAIN_USERS = {"plainuser": "plain-secret"}

@@ -19,8 +19,8 @@ from events import decode
 from events.codec import EventDecodeError
 from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.turns import session_key
-from memstream.event_feed import user_partition
-from memstream.http_client import ApiError, HttpMemoryClient
+from memstream.sdk.event_feed import user_partition
+from memstream.sdk.http_client import ApiError, HttpMemoryClient
 from tests.support.api import SERVICE_ACCOUNT, ServedApi
 from tests.support.pipeline import eventually, read_topic
 

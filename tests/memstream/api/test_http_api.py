@@ -15,7 +15,7 @@ import pytest
 
 from events import encode
 from events.turns import Principal, TurnRecorded
-from memstream.http_client import ApiError, HttpMemoryClient
+from memstream.sdk.http_client import ApiError, HttpMemoryClient
 from tests import factories as f
 from tests.support.api import SERVICE_ACCOUNT, ServedApi
 from tests.support.pipeline import eventually, produce_raw

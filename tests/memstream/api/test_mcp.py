@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from events.forgetting import MemoryForgotten, SessionForgotten
 from events.turns import session_key
-from memstream.http_client import HttpMemoryClient
+from memstream.sdk.http_client import HttpMemoryClient
 from tests.memstream.api.test_forget_api import requests_in_log, saved_memory
 from tests.support.api import SERVICE_ACCOUNT, ServedApi
 

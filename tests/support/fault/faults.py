@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memstream.runtime import StageProcess
+from memstream.runtime.pipeline import StageProcess
 from streams.faults import ENVIRONMENT_VARIABLE
 from tests.support.fault.llm import WorkloadLLM
 from tests.support.pipeline import PipelineHarness

@@ -1,0 +1,1 @@
+"""The `memstream` command: one module per group of verbs."""

@@ -1,0 +1,1 @@
+"""Running the pipeline: infrastructure, stage workers, supervision, the local LLM and embedder."""

@@ -1,0 +1,1 @@
+"""The Python SDK: the clients, the producer and the reads they make."""

@@ -1,0 +1,139 @@
+"""The SDK for code without an event loop: `MemoryClient`'s calls, blocking.
+
+    with SyncMemoryClient(load_settings()) as memory:
+        memory.record("tim", "s1", [{"role": "user", "content": "I work at Stripe."}])
+        memory.search("tim", "where does Tim work?")
+
+One implementation: every call runs the async `MemoryClient`'s method on an event loop of the
+client's own, in a background thread, and waits for its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+from events.memories import MemoryEvent, MemoryType
+from events.turns import TurnRecorded
+from memstream.config import Settings
+from memstream.sdk.client import Document, MemoryClient
+
+T = TypeVar("T")
+
+
+class SyncMemoryClient:
+    """Blocking twin of `MemoryClient` (same arguments, same results)."""
+
+    def __init__(self, settings: Settings, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="memstream-sdk", daemon=True
+        )
+        self._thread.start()
+        self.client = self._run(self._created(settings, options))
+
+    @staticmethod
+    async def _created(settings: Settings, options: dict[str, Any]) -> MemoryClient:
+        return MemoryClient(settings, **options)  # built on the client's own loop
+
+    def __enter__(self) -> SyncMemoryClient:
+        self._run(self.client.start())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._run(self.client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    # -- the calls of MemoryClient --------------------------------------------------------------
+
+    def record(
+        self, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]], **options: Any
+    ) -> list[TurnRecorded]:
+        self._run(self.client.start())
+        return self._run(self.client.record(user_id, session_id, messages, **options))
+
+    def flush(self, user_id: str, session_id: str) -> None:
+        self._run(self.client.start())
+        self._run(self.client.flush(user_id, session_id))
+
+    def save(self, user_id: str, memory_type: MemoryType, text: str, **options: Any) -> str:
+        self._run(self.client.start())
+        return self._run(self.client.save(user_id, memory_type, text, **options))
+
+    def forget(self, user_id: str, memory_id: str, *, reason: str = "") -> str:
+        self._run(self.client.start())
+        return self._run(self.client.forget(user_id, memory_id, reason=reason))
+
+    def forget_session(self, user_id: str, session_id: str, *, reason: str = "") -> str:
+        self._run(self.client.start())
+        return self._run(self.client.forget_session(user_id, session_id, reason=reason))
+
+    def forget_user(self, user_id: str, *, reason: str = "") -> str:
+        self._run(self.client.start())
+        return self._run(self.client.forget_user(user_id, reason=reason))
+
+    def erasures(self, user_id: str) -> list[Document]:
+        return self._run(self.client.erasures(user_id))
+
+    def erasure(self, request_id: str) -> Document | None:
+        return self._run(self.client.erasure(request_id))
+
+    def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> Document:
+        return self._run(self.client.wait_for_erasure(request_id, timeout))
+
+    def memories(self, user_id: str, **options: Any) -> list[Document]:
+        return self._run(self.client.memories(user_id, **options))
+
+    def history(self, user_id: str, memory_id: str) -> list[Document]:
+        return self._run(self.client.history(user_id, memory_id))
+
+    def search(self, user_id: str, query: str, **options: Any) -> list[Document]:
+        return self._run(self.client.search(user_id, query, **options))
+
+    def build_context(self, user_id: str, query: str, **options: Any) -> str:
+        return self._run(self.client.build_context(user_id, query, **options))
+
+    def recent_turns(self, user_id: str, session_id: str, **options: Any) -> list[Document]:
+        return self._run(self.client.recent_turns(user_id, session_id, **options))
+
+    def session_history(self, user_id: str, session_id: str, **options: Any) -> str:
+        return self._run(self.client.session_history(user_id, session_id, **options))
+
+    def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
+        return self._run(self.client.snapshots(user_id, session_id))
+
+    def saves(self, user_id: str) -> list[Document]:
+        return self._run(self.client.saves(user_id))
+
+    def profile(self, user_id: str) -> Document | None:
+        return self._run(self.client.profile(user_id))
+
+    def llm_usage(self, user_id: str) -> dict[str, Document]:
+        return self._run(self.client.llm_usage(user_id))
+
+    def events(self, user_id: str, *, since: int | datetime | None = None) -> list[MemoryEvent]:
+        """The user's memory events so far (no `follow`: a blocking call must end)."""
+
+        async def collected() -> list[MemoryEvent]:
+            return [event async for event in self.client.events(user_id, since=since)]
+
+        return self._run(collected())
