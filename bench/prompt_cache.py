@@ -59,7 +59,7 @@ from bench.machine import machine
 from bench.rss import tree_rss
 from events.memories import MEMORY_TYPES
 from handlers.extraction.registry import extractor_for
-from memstream.providers import OpenAIChatModel
+from memstream.providers.clients import OpenAIChatModel
 from memstream.runtime.llm_choice import PROMPT_CACHE
 from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS, SERVER_MODULE, start_local_llm
 

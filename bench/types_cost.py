@@ -41,7 +41,7 @@ from events.memories import MEMORY_TYPES, MemoryType
 from handlers.extraction.base import extract
 from handlers.extraction.registry import extractor_for
 from handlers.ports import ChatModel
-from memstream.providers import OpenAIChatModel
+from memstream.providers.clients import OpenAIChatModel
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ from handlers.extraction.base import extract
 from handlers.extraction.registry import extractor_for
 from handlers.messages import normalize_messages
 from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
-from memstream.providers import OpenAIChatModel
+from memstream.providers.clients import OpenAIChatModel
 
 
 def cases_file(memory_type: str) -> Path:

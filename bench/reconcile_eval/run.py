@@ -101,7 +101,7 @@ from handlers.reconcile import (
     reconcile,
 )
 from memstream.config import ReconcileSettings
-from memstream.providers import OpenAIChatModel
+from memstream.providers.clients import OpenAIChatModel
 
 RULE = SelectionRule()
 CONFIG_DEFAULTS = (ReconcileSettings().reinforce_threshold, ReconcileSettings().ask_threshold)

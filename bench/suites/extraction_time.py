@@ -7,7 +7,7 @@ bare request with the same prompt.
 Holds ``/tmp/memstream-llama.lock`` while its model server runs. Snapshots are windows of 20 turns
 of the LLM-cost conversation (`bench.cost_conversation`): the size the default window promotes.
 For each snapshot and type the extraction runs as a stage runs it (`handlers.extraction.base.
-extract` through `memstream.providers.OpenAIChatModel`: request, validation, parsing,
+extract` through `memstream.providers.clients.OpenAIChatModel`: request, validation, parsing,
 attribution, retries); the identical request (same messages and parameters) is sent bare with
 httpx, and once more with ``max_tokens=1``. The order of the three rotates from snapshot to
 snapshot, and no two consecutive requests share a system prompt, so llama.cpp's reuse of the
@@ -43,7 +43,7 @@ from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
 from handlers.extraction.base import extract
 from handlers.extraction.registry import extractor_for
 from handlers.ports import ChatAnswer
-from memstream.providers import OpenAIChatModel
+from memstream.providers.clients import OpenAIChatModel
 
 WINDOW = 20
 CLOCK = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

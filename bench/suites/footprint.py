@@ -33,7 +33,7 @@ from bench.live_pipeline import (
 )
 from bench.rss import RssSampler, idle_and_peak
 from bench.suites.freshness import QUERY, Session, searchable
-from memstream.providers import embedder
+from memstream.providers.clients import embedder
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.read_model import ReadModel
 

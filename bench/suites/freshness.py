@@ -50,7 +50,7 @@ from handlers.extraction.results import snapshot_source
 from handlers.ports import ChatModel, Embedder
 from handlers.reconcile import NewMemory, Thresholds, reconcile
 from memstream.config import Settings
-from memstream.providers import chat_model, embedder
+from memstream.providers.clients import chat_model, embedder
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.read_model import ReadModel
 from streams.settings import utc_now

@@ -107,7 +107,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         )
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
-        from memstream.providers import chat_model, embedder
+        from memstream.providers.clients import chat_model, embedder
         from projections.known_memories import StageReadModel
         from streams.extraction import create_extraction_app
         from streams.models import MemoryModels

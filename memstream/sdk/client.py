@@ -489,7 +489,7 @@ class MemoryClient:
 
     async def _query_embedder(self) -> Embedder:
         if self._shared.embedder is None:
-            from memstream.providers import embedder
+            from memstream.providers.clients import embedder
 
             self._shared.embedder = await asyncio.to_thread(
                 embedder, self.settings.embedding, self.settings.llm

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from handlers.ports import LLMUnavailable
-from memstream.providers import OpenAIChatModel, retry_after
+from memstream.providers.clients import OpenAIChatModel, retry_after
 
 
 def rate_limited(headers: dict[str, str]) -> openai.RateLimitError:

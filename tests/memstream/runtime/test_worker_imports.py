@@ -31,7 +31,7 @@ def test_window_and_projector_workers_do_not_import_the_llm_client_or_the_sdk() 
     )
     assert "streams.window" in modules and "streams.projector" in modules
     assert (
-        not {"openai", "memstream.providers", "memstream.sdk.client", "streams.extraction"}
+        not {"openai", "memstream.providers.clients", "memstream.sdk.client", "streams.extraction"}
         & modules
     )
 

@@ -131,7 +131,7 @@ def test_the_server_reuses_a_kinds_system_prompt_and_answers_health_while_busy(
     from bench.extraction_eval.run import DEFAULT_CASES, snapshot_for
     from bench.extraction_eval.scoring import parse_cases
     from handlers.extraction.registry import extractor_for
-    from memstream.providers import OpenAIChatModel
+    from memstream.providers.clients import OpenAIChatModel
     from memstream.runtime.llm_choice import PROMPT_CACHE
     from memstream.runtime.local.llm import SMALL_MODEL, ModelAssemblyError, start_local_llm
 
