@@ -77,15 +77,15 @@ def prepare_database(settings: Settings) -> None:
     fresh database (one thread stuck in `create_collection`, the others waiting behind it)."""
     from pymongo import MongoClient
 
+    from memstream.keystore.mongo import MongoDataKeys
     from projections import ensure_indexes
-    from projections.data_keys import DataKeyStore
     from streams.settings import utc_now
 
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
     try:
         db = client[settings.mongodb.database]
         ensure_indexes(db)
-        DataKeyStore(db, clock=utc_now).ensure_indexes()
+        MongoDataKeys(db, clock=utc_now).prepare()
     finally:
         client.close()
 

@@ -9,7 +9,7 @@ changelogs), so the content is made unreadable instead of removed.
 
     {"algorithm": "AES-256-GCM", "version": 1, "key_id": "…", "nonce": "…", "ciphertext": "…"}
 
-- `key_id` names the data key in the key store (`projections.data_keys`); the key itself never
+- `key_id` names the data key in the key store (`handlers.ports.DataKeys`); the key itself never
   travels with the event.
 - `nonce` is base64 of the 12-byte GCM nonce, `ciphertext` base64 of the ciphertext followed by
   the 16-byte authentication tag (the layout `cryptography`'s `AESGCM` produces).

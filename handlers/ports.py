@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from events.memories import MemoryType
     from handlers.reconcile import KnownMemory, KnownMemoryFacts
+    from handlers.sealing import DataKey, KeyScope
 
 
 @dataclass(frozen=True)
@@ -78,4 +79,74 @@ class StageReadModel(Protocol):
 
     def due_memories(self, memory_type: MemoryType, now: datetime) -> list[KnownMemoryFacts]:
         """Current memories whose version expires at or before `now`."""
+        ...
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What a key store says about a data key, without its material."""
+
+    key_id: str
+    scope: KeyScope
+    owner: str
+    subject: str | None
+    generation: int
+    created_at: datetime
+    destroyed_at: datetime | None
+    kek: str | None = None
+    """The master key that wraps it (None: stored unwrapped, or destroyed)."""
+
+
+class DataKeys(Protocol):
+    """The data keys content is sealed with (docs/architecture.md, "Crypto-shredding"): the
+    port every sealing reader and writer goes through. Blocking calls (async code makes them in
+    a thread, `handlers.key_ring.with_keys`); `memstream.keystore` has the implementations,
+    held to one contract (tests/memstream/keystore/test_contract.py).
+
+    Every implementation keeps these promises: a key id is a function of (scope, owner,
+    subject, generation) (`handlers.sealing.data_key_id`); stores over the same keys that
+    create one key at once end with the same material; a destroyed key is never returned again
+    by the store that destroyed it, and content recorded later under the same subject gets the
+    next generation; an id never stored is `UnknownKey`, not destroyed."""
+
+    def prepare(self) -> None:
+        """Make the store ready to serve (idempotent): indexes, for a database."""
+        ...
+
+    def current(self, scope: KeyScope, owner: str, subject: str | None = None) -> DataKey:
+        """The live key new content of (scope, owner, subject) is sealed with: the newest
+        generation, created when there is none or the newest was destroyed."""
+        ...
+
+    def key(self, key_id: str) -> DataKey | None:
+        """The key `key_id` names; None once destroyed; `UnknownKey` if never stored."""
+        ...
+
+    def load(self, key_ids: Iterable[str]) -> None:
+        """Bring the keys of `key_ids` into memory at once (`UnknownKey` for one never stored)."""
+        ...
+
+    def cached_key(self, key_id: str) -> tuple[bool, DataKey | None]:
+        """(True, the key or None once destroyed) when the answer needs no lookup; else
+        (False, None)."""
+        ...
+
+    def cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
+        """The live key `current` would answer, if it needs no lookup (else None)."""
+        ...
+
+    def records(self, owner: str) -> list[KeyRecord]:
+        """Every key of `owner`, live and destroyed, sorted by scope, subject, generation."""
+        ...
+
+    def destroy(
+        self,
+        owner: str,
+        scope: KeyScope | None = None,
+        subject: str | None = None,
+        *,
+        created_until: datetime | None = None,
+    ) -> tuple[str, ...]:
+        """Destroy `owner`'s keys (all, one scope's, or one subject's) created at or before
+        `created_until` (all when None); the sorted ids of the live keys this call destroyed."""
         ...

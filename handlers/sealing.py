@@ -107,7 +107,7 @@ def data_key_id(scope: KeyScope, owner: str, subject: str | None, generation: in
     `subject` (a session or memory id; None for the user scope).
 
     Deterministic, so two processes creating the same key at once name the same document and
-    the database keeps one (`projections.data_keys`). A UUID: opaque, and a fixed 36 characters
+    the key store keeps one (`handlers.ports.DataKeys`). A UUID: opaque, and a fixed 36 characters
     in every sealed value (`events.sealed.KEY_ID_CHARS`) whatever the ids' lengths.
     """
     check_subject(scope, subject)

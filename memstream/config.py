@@ -317,7 +317,7 @@ class MemorySettings(_Section):
     data keys kept in MongoDB, so forgetting can destroy the keys (docs/architecture.md,
     "Crypto-shredding"). Sealed content is read whatever this says."""
     master_key_file: Path | None = None
-    """The master keys that wrap the data keys (`projections.key_wrapping`: one base64 key per
+    """The master keys that wrap the data keys (`memstream.keystore.wrapping`: one base64 key per
     line, the first wraps): the database then holds no usable key material. Unset: the data
     directory's `master.key` when it exists (`memstream up` creates it), else data keys are
     stored unwrapped."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from events.forgetting import MemoriesForgotten, SessionForgotten, UserForgotten
 from handlers.key_erasure import keys_to_destroy
-from projections.data_keys import DataKeyStore
+from handlers.ports import DataKeys
 from projections.forgetting import note_destroyed_keys
 from projections.writes import Writes
 
 KeyForgetting = SessionForgotten | UserForgotten | MemoriesForgotten
 
 
-def destroy_forgotten_keys(store: DataKeyStore, db: Writes, event: KeyForgetting) -> int:
+def destroy_forgotten_keys(store: DataKeys, db: Writes, event: KeyForgetting) -> int:
     """Destroy the keys `event` names; returns how many live keys this call destroyed (0 on a
     redelivery), which the receipt keeps as `keys_destroyed.<step>`."""
     plan = keys_to_destroy(event)

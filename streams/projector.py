@@ -30,12 +30,12 @@ from events.codec import AnyEvent, decode
 from events.forgetting import MemoriesForgotten, SessionForgotten, UserForgotten
 from handlers.failures import is_outage
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
+from handlers.key_ring import StoreKeyRing, with_keys
+from handlers.ports import DataKeys
 from handlers.sealed_events import KeyNotCached, opener
 from handlers.sealing import KeyDestroyed
 from projections import LiveWrites, ensure_indexes, project_batch
-from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
 from projections.key_erasure import KeyForgetting, destroy_forgotten_keys
-from projections.key_wrapping import KeyWrapper
 from projections.progress import store_progress, topic_offsets
 from streams import metrics
 from streams.app import faust_app, raw_table
@@ -96,71 +96,109 @@ class ReadModelProgress:
         self._stored.clear()
 
 
-def create_projector_app(
-    settings: StreamSettings,
-    db: Database[dict[str, Any]],
-    clock: Clock = utc_now,
-    *,
-    key_wrapper: KeyWrapper | None = None,
-) -> faust.App:
-    app = faust_app(STAGE, settings)
-    topics = settings.topics
-    events = app.topic(
-        topics.turns,
-        topics.snapshots,
-        topics.memories,
-        topics.dead_letters,
-        key_type=bytes,
-        value_type=bytes,
-    )
-    applied_offsets = raw_table(app, "applied-offsets", settings)  # progress before 0.3
-    progress = ReadModelProgress(db, TableProgress(applied_offsets))
-    key_store = DataKeyStore(db, clock=clock, wrapper=key_wrapper)
-    ring = StoreKeyRing(key_store)
-    writes = LiveWrites(db)
-    guard = guard_partitions(
-        app,
-        progress,
-        bootstrap_servers=settings.bootstrap_servers,
-        security=settings.security,
-        stage=STAGE,
-        topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
-        group=settings.group(STAGE),
-    )
+class ProjectorStage:
+    """The projector's steps over its topics, the read model, its progress and the data keys
+    forgetting destroys."""
 
-    @app.task  # type: ignore[untyped-decorator]
-    async def prepare_indexes() -> None:
-        await through_outages(partial(asyncio.to_thread, ensure_indexes, db), "creating indexes")
-        await through_outages(
-            partial(asyncio.to_thread, key_store.ensure_indexes), "creating key indexes"
+    def __init__(
+        self,
+        app: faust.App,
+        settings: StreamSettings,
+        db: Database[dict[str, Any]],
+        data_keys: DataKeys,
+        clock: Clock,
+    ) -> None:
+        topics = settings.topics
+        self.topics = topics
+        self.db = db
+        self.clock = clock
+        self.data_keys = data_keys
+        self.events = app.topic(
+            topics.turns,
+            topics.snapshots,
+            topics.memories,
+            topics.dead_letters,
+            key_type=bytes,
+            value_type=bytes,
+        )
+        applied_offsets = raw_table(app, "applied-offsets", settings)  # progress before 0.3
+        self.progress = ReadModelProgress(db, TableProgress(applied_offsets))
+        self.ring = StoreKeyRing(data_keys)
+        self.writes = LiveWrites(db)
+        self.guard = guard_partitions(
+            app,
+            self.progress,
+            bootstrap_servers=settings.bootstrap_servers,
+            security=settings.security,
+            stage=STAGE,
+            topics=[topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
+            group=settings.group(STAGE),
         )
 
-    def readable(record: InputRecord) -> AnyEvent | None:
-        """The record's event, or None when it is not to be projected (with the reason logged);
-        poison on the memories or dead-letter topics, which no other stage owns, raises."""
-        try:
-            if record.topic == topics.turns:
-                return read_turns_record(record.key, record.value, ring)
-            if record.topic == topics.snapshots:
-                return read_snapshots_record(record.key, record.value, ring)
-        except InvalidRecord as exc:
-            log.info("not projected %s (refused upstream): %s", record.position, exc)
-            return None
-        except KeyDestroyed:
-            log.info("not projected %s (its content is forgotten)", record.position)
-            return None
-        try:
-            return decode(record.value or b"", opener(ring))
-        except KeyDestroyed:
-            log.info("not projected %s (its content is forgotten)", record.position)
-            return None
+    async def prepare(self) -> None:
+        """The read model's indexes and the key store's."""
+        await through_outages(
+            partial(asyncio.to_thread, ensure_indexes, self.db), "creating indexes"
+        )
+        await through_outages(
+            partial(asyncio.to_thread, self.data_keys.prepare), "preparing the key store"
+        )
 
-    def read_into(read: list[Read], records: Sequence[InputRecord]) -> None:
+    # --- one batch ------------------------------------------------------------------------
+
+    async def apply_batch(self, records: Sequence[InputRecord]) -> None:
+        """Read the records in order, project them in bulk — a forgetting record's keys
+        destroyed after everything before it is projected, before it is read further — then
+        dead-letter the poison, then store the progress (docs/architecture.md, "Replay")."""
+        read_events: list[tuple[InputRecord, AnyEvent]] = []
+        run: list[tuple[InputRecord, AnyEvent]] = []
+        failed: list[Failed] = []
+        done = 0
+        while done < len(records):
+            read = await self.read_up_to_forgetting(records[done:])
+            for record, event in zip(records[done:], read, strict=False):
+                if isinstance(event, Exception):  # poison (outages never get here)
+                    failed.append((record, event))
+                    continue
+                if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
+                    failed += await self.project_run(run)
+                    run = []
+                    try:
+                        await self.destroy_keys(record, event)
+                    except Exception as exc:
+                        failed.append((record, exc))
+                        continue
+                if event is not None:
+                    run.append((record, event))
+                    read_events.append((record, event))
+            done += len(read)
+        failed += await self.project_run(run)
+        await self.dead_letter_all(failed)
+        poison = {id(record) for record, _ in failed}
+        for record, event in read_events:
+            if id(record) not in poison:  # its writes are in, its progress is not
+                decisions = getattr(event, "decisions", ())
+                fault_point(
+                    "projector.after_project", event.event_type, *(d.event_type for d in decisions)
+                )
+        await self.progress.store(highest_offsets(records))
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def read_up_to_forgetting(self, records: Sequence[InputRecord]) -> list[Read]:
+        read: list[Read] = []
+        await through_outages(
+            lambda: with_keys(lambda: self.read_into(read, records)),
+            f"reading {records[0].position} and on",
+        )
+        return read
+
+    def read_into(self, read: list[Read], records: Sequence[InputRecord]) -> None:
         """Read the records after those in `read`, in order, up to the first forgetting record
         (its keys die before anything after it is read); poison is kept as its error."""
         for record in records[len(read) :]:
             try:
-                event = readable(record)
+                event = self.readable(record)
             except KeyNotCached:
                 raise  # looked up, then read again from this record (`with_keys`)
             except Exception as exc:
@@ -172,23 +210,37 @@ def create_projector_app(
             if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
                 return
 
-    async def read_up_to_forgetting(records: Sequence[InputRecord]) -> list[Read]:
-        read: list[Read] = []
-        await through_outages(
-            lambda: with_keys(lambda: read_into(read, records)),
-            f"reading {records[0].position} and on",
-        )
-        return read
+    def readable(self, record: InputRecord) -> AnyEvent | None:
+        """The record's event, or None when it is not to be projected (with the reason logged);
+        poison on the memories or dead-letter topics, which no other stage owns, raises."""
+        try:
+            if record.topic == self.topics.turns:
+                return read_turns_record(record.key, record.value, self.ring)
+            if record.topic == self.topics.snapshots:
+                return read_snapshots_record(record.key, record.value, self.ring)
+        except InvalidRecord as exc:
+            log.info("not projected %s (refused upstream): %s", record.position, exc)
+            return None
+        except KeyDestroyed:
+            log.info("not projected %s (its content is forgotten)", record.position)
+            return None
+        try:
+            return decode(record.value or b"", opener(self.ring))
+        except KeyDestroyed:
+            log.info("not projected %s (its content is forgotten)", record.position)
+            return None
 
-    async def destroy_keys(record: InputRecord, event: KeyForgetting) -> None:
+    # --- writing --------------------------------------------------------------------------
+
+    async def destroy_keys(self, record: InputRecord, event: KeyForgetting) -> None:
         # Keys first: the erasure projected next may complete the receipt, and a complete
         # receipt promises the log no longer opens.
         await through_outages(
-            partial(asyncio.to_thread, destroy_forgotten_keys, key_store, writes, event),
+            partial(asyncio.to_thread, destroy_forgotten_keys, self.data_keys, self.writes, event),
             f"destroying the keys {record.position} forgets",
         )
 
-    async def project_run(run: Sequence[tuple[InputRecord, AnyEvent]]) -> list[Failed]:
+    async def project_run(self, run: Sequence[tuple[InputRecord, AnyEvent]]) -> list[Failed]:
         """Project `run` in bulk (`projections.batch`); the records it failed on, and why."""
         if not run:
             return []
@@ -196,73 +248,52 @@ def create_projector_app(
         metrics.PROJECTOR_BATCH.observe(len(batch))
         with metrics.timed(metrics.PROJECTOR_WRITE_SECONDS):
             outcome = await through_outages(
-                partial(asyncio.to_thread, project_batch, db, batch),
+                partial(asyncio.to_thread, project_batch, self.db, batch),
                 f"projecting {run[0][0].position} and {len(run) - 1} more",
             )
         return [
             (record, error) for (record, _), error in zip(run, outcome.errors, strict=True) if error
         ]
 
-    async def dead_letter_all(failed: Sequence[Failed]) -> None:
+    async def dead_letter_all(self, failed: Sequence[Failed]) -> None:
         letters = []
         for record, error in failed:
             log.error("projecting %s failed: %r", record.position, error, exc_info=error)
             reason = f"projection failed: {error!r}"
             letters.append(
-                (dead_letter_record(record, stage=STAGE, reason=reason, now=clock()), None)
+                (dead_letter_record(record, stage=STAGE, reason=reason, now=self.clock()), None)
             )
             metrics.DEAD_LETTERS.labels(STAGE, metrics.dead_letter_kind(reason)).inc()
         if letters:
             await through_outages(
-                partial(asyncio.to_thread, project_batch, db, letters),
+                partial(asyncio.to_thread, project_batch, self.db, letters),
                 f"dead-lettering {len(letters)} records",
             )
 
-    async def apply_batch(records: Sequence[InputRecord]) -> None:
-        """Read the records in order, project them in bulk — a forgetting record's keys
-        destroyed after everything before it is projected, before it is read further — then
-        dead-letter the poison, then store the progress (docs/architecture.md, "Replay")."""
-        read_events: list[tuple[InputRecord, AnyEvent]] = []
-        run: list[tuple[InputRecord, AnyEvent]] = []
-        failed: list[Failed] = []
-        done = 0
-        while done < len(records):
-            read = await read_up_to_forgetting(records[done:])
-            for record, event in zip(records[done:], read, strict=False):
-                if isinstance(event, Exception):  # poison (outages never get here)
-                    failed.append((record, event))
-                    continue
-                if isinstance(event, SessionForgotten | UserForgotten | MemoriesForgotten):
-                    failed += await project_run(run)
-                    run = []
-                    try:
-                        await destroy_keys(record, event)
-                    except Exception as exc:
-                        failed.append((record, exc))
-                        continue
-                if event is not None:
-                    run.append((record, event))
-                    read_events.append((record, event))
-            done += len(read)
-        failed += await project_run(run)
-        await dead_letter_all(failed)
-        poison = {id(record) for record, _ in failed}
-        for record, event in read_events:
-            if id(record) not in poison:  # its writes are in, its progress is not
-                decisions = getattr(event, "decisions", ())
-                fault_point(
-                    "projector.after_project", event.event_type, *(d.event_type for d in decisions)
-                )
-        await progress.store(highest_offsets(records))
+
+def create_projector_app(
+    settings: StreamSettings,
+    db: Database[dict[str, Any]],
+    data_keys: DataKeys,
+    clock: Clock = utc_now,
+) -> faust.App:
+    """The projector of `db`, opening sealed records and destroying forgotten keys with
+    `data_keys` (`memstream.keystore`: the store on the same database, in production)."""
+    app = faust_app(STAGE, settings)
+    stage = ProjectorStage(app, settings, db, data_keys, clock)
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def prepare_indexes() -> None:
+        await stage.prepare()
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def forget_progress(sender: faust.App, revoked: Any, **_: Any) -> None:
-        progress.forget()
+        stage.progress.forget()
 
-    @app.agent(events, concurrency=1)
+    @app.agent(stage.events, concurrency=1)
     async def project_events(stream: faust.StreamT[bytes]) -> None:
         await apply_batches(
-            stream, guard, apply_batch, max_records=BATCH_RECORDS, within=BATCH_SECONDS
+            stream, stage.guard, stage.apply_batch, max_records=BATCH_RECORDS, within=BATCH_SECONDS
         )
 
     return app

@@ -2,7 +2,7 @@
 "Crypto-shredding"): a thin wiring of `handlers.sealed_events` to the key store.
 
 Opening and sealing are pure and cheap once a key is in memory; a key that is not is looked up
-in a thread and the step is tried again (`projections.data_keys.with_keys`), so the stage's
+in a thread and the step is tried again (`handlers.key_ring.with_keys`), so the stage's
 event loop never waits on MongoDB.
 """
 
@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import orjson
 
 from events.codec import AnyEvent, encode
+from handlers.key_ring import StoreKeyRing, with_keys
 from handlers.sealed_events import (
     KeyRing,
     NoKeyStore,
@@ -25,7 +26,6 @@ from handlers.sealed_events import (
     without_sealed_turns,
 )
 from handlers.window import SessionWindow
-from projections.data_keys import StoreKeyRing, with_keys
 
 T = TypeVar("T")
 Read = Callable[[bytes | None, bytes | None, KeyRing | None], T]

@@ -21,7 +21,7 @@ medians of the rounds.
   from the key the client caches; *a new session every 10 turns*: every `record()` call opens
   a session, so the sealed side creates a key in MongoDB for each call — the worst case. The
   clock starts after the client's start and so includes the key store's first connection. The
-  database has the key index (`DataKeyStore.ensure_indexes`, which the store also creates
+  database has the key index (`MongoDataKeys.prepare`, which the store also creates
   before its first lookup by subject); without it every new key's lookup scans the collection
   (a cost growing with the number of keys).
 - **replay** (each broker): the log of `bench projection` (`bench.projection_workload`: turns,
@@ -30,7 +30,7 @@ medians of the rounds.
   sealer(StoreKeyRing(store, blocking=True)))`: turn content with session keys, decisions with
   memory keys), each to its own topics. Each round, `memstream replay`'s code
   (`memstream.cli.replay.kafka_events(kafka, keys=ring)` then `replay`) rebuilds the read model
-  from each log into a fresh database, with a fresh `DataKeyStore` (an empty key cache, like a
+  from each log into a fresh database, with a fresh `MongoDataKeys` (an empty key cache, like a
   new `memstream replay` process) over the database holding the keys: the plaintext side reads
   through the same ring and opener and finds nothing to open. events/s = log records / seconds,
   also for the reading alone (fetch, decode, open: where every key lookup happens). The first
@@ -72,14 +72,15 @@ from bench.suites.projection import replayed as replayed_with
 from bench.suites.sealing import TURN_SIZES, TurnSize, turn_of
 from events.codec import AnyEvent, decode, encode
 from events.turns import TurnRecorded
+from handlers.key_ring import StoreKeyRing
 from handlers.sealed_events import KeyRing, open_payload, opener, seal_payload, sealer
 from handlers.sealing import DataKey, KeyScope, UnknownKey, data_key_id
 from memstream.cli.replay import differences
 from memstream.config import load_settings
+from memstream.keystore.mongo import DATA_KEYS, MongoDataKeys
 from memstream.runtime.pipeline import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT
 from memstream.runtime.topics import ensure_topics
 from memstream.sdk.client import MemoryClient
-from projections.data_keys import DATA_KEYS, DataKeyStore, StoreKeyRing
 from streams.settings import utc_now
 
 Db = Database[dict[str, Any]]
@@ -163,7 +164,7 @@ async def ingest(bootstrap: str, mongo_uri: str, turns: int, rounds: int) -> dic
     try:
         # The key index, before the clock starts (the key store would create it on first use):
         # without it each new key's lookup scans the collection.
-        DataKeyStore(database, clock=utc_now).ensure_indexes()
+        MongoDataKeys(database, clock=utc_now).prepare()
         for index, plaintext_first in alternate(rounds):
             for workload in INGEST_WORKLOADS:
                 for side in ordered(plaintext_first):
@@ -222,7 +223,7 @@ def log_bytes(log: Log) -> int:
 def replayed(env: dict[str, str], keys_db: Db, target: Db, events: int) -> dict[str, float]:
     """`memstream replay`'s code over the topics of `env` into `target`, opening with a new key
     store over `keys_db` (cold cache)."""
-    ring = StoreKeyRing(DataKeyStore(keys_db, clock=utc_now))
+    ring = StoreKeyRing(MongoDataKeys(keys_db, clock=utc_now))
     return replayed_with(env, target, events, keys=ring)
 
 
@@ -240,8 +241,8 @@ def projection(
     log_dir.mkdir(parents=True, exist_ok=True)
     (log_dir / "config.yaml").write_text("# settings come from the environment\n")
     keys_db = client[f"{name}_keys"]
-    store = DataKeyStore(keys_db, clock=utc_now)
-    store.ensure_indexes()
+    store = MongoDataKeys(keys_db, clock=utc_now)
+    store.prepare()
     logs = {
         "plaintext": records(workload),
         "sealed": sealed_records(workload, StoreKeyRing(store, blocking=True)),

@@ -39,12 +39,12 @@ from bench.core import Aim, BenchContext, Figure, Stopwatch, SuiteResult, median
 from bench.projection_workload import Workload, generate
 from events.codec import encode
 from events.memories import MEMORY_TYPES
+from handlers.key_ring import StoreKeyRing
 from memstream.cli.replay import COMPARED, differences, kafka_events, replay
 from memstream.config import Settings, load_settings
 from memstream.runtime.pipeline import KAFKA_ENVIRONMENT, TANSU_ENVIRONMENT, StageProcess
 from memstream.runtime.topics import ensure_topics
 from projections import ensure_indexes
-from projections.data_keys import StoreKeyRing
 from projections.store import MEMORIES, MEMORY_EVENTS, SNAPSHOTS, TURNS
 
 Db = Database[dict[str, Any]]

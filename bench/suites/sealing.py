@@ -6,7 +6,7 @@ Crypto-shredding (docs/forgetting-encryption.md) seals every turn's content with
 key when it is recorded and opens it wherever it is read (extraction, projector, replay, event
 feed). This suite prices that against what every turn already costs: encoding the event with
 the codec (`events.codec.encode`: pydantic's dump, then orjson). CPU only, in this process; no
-broker, no database (key lookups are cached, see `projections.data_keys`).
+broker, no database (key lookups are cached, see `memstream.keystore.mongo`).
 
 For three turn sizes (a short reply, a typical chat message, a long paste), alternating which
 side runs first from round to round:

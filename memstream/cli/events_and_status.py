@@ -184,6 +184,7 @@ def _print_rows(found: list[dict[str, Any]], *, as_json: bool, as_csv: bool) -> 
 def _replay(args: argparse.Namespace) -> int:
     from pymongo import MongoClient
 
+    from handlers.key_ring import StoreKeyRing
     from memstream.cli.replay import (
         IncompleteReadModel,
         NotEmpty,
@@ -192,7 +193,6 @@ def _replay(args: argparse.Namespace) -> int:
         replay,
     )
     from memstream.keystore.sealing import data_key_store
-    from projections.data_keys import StoreKeyRing
     from streams.settings import utc_now
 
     settings = load_settings()

@@ -1,5 +1,5 @@
 """`memstream master-key create|status|rewrap|retire`: the master keys that wrap the data keys
-(`projections.key_wrapping`; docs/forgetting.md, "Master keys").
+(`memstream.keystore.wrapping`; docs/forgetting.md, "Master keys").
 
 Rotation, without re-sealing the log: `create` puts a new key first in the file (the old ones
 stay, to unwrap); restart the workers so they wrap with it; `rewrap` moves every data key to it
@@ -41,8 +41,8 @@ def _path(settings: Settings) -> Path:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from projections.key_wrapping import kek_id, new_master_key, read_master_keys
-    from projections.key_wrapping import write_master_keys as write
+    from memstream.keystore.wrapping import kek_id, new_master_key, read_master_keys
+    from memstream.keystore.wrapping import write_master_keys as write
 
     path = _path(load_settings())
     old = read_master_keys(path).keys if path.exists() else ()
@@ -98,7 +98,7 @@ def _rewrap(args: argparse.Namespace) -> int:
 
 def _retire(args: argparse.Namespace) -> int:
     from memstream.keystore.sealing import key_wrapper
-    from projections.key_wrapping import write_master_keys
+    from memstream.keystore.wrapping import write_master_keys
 
     settings = load_settings()
     wrapper = key_wrapper(settings)

@@ -42,11 +42,11 @@ from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn
 from events.turns import TurnRecorded
 from handlers.inputs import InvalidRecord, read_snapshots_record, read_turns_record
+from handlers.key_ring import StoreKeyRing
 from handlers.sealed_events import opener
 from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
 from projections import ensure_indexes, project_batch
-from projections.data_keys import StoreKeyRing
 from projections.store import (
     DEAD_LETTERS,
     MEMORIES,

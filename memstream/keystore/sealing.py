@@ -2,7 +2,7 @@
 (docs/architecture.md, "Crypto-shredding").
 
 The keys live in the `data_keys` collection of the configured database, opened on first use
-with the synchronous driver (`projections.data_keys`); lookups run in a thread
+with the synchronous driver (`memstream.keystore.mongo`); lookups run in a thread
 (`with_keys`), and a key the process holds seals a turn with no database round trip.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 from pymongo.database import Database
 
 from events.codec import AnyEvent, encode
+from handlers.key_ring import StoreKeyRing, with_keys
 from handlers.sealed_events import sealer
 from memstream.config import Settings
-from projections.data_keys import DataKeyStore, StoreKeyRing, with_keys
-from projections.key_wrapping import LocalMasterKeys, read_master_keys
+from memstream.keystore.mongo import MongoDataKeys
+from memstream.keystore.wrapping import LocalMasterKeys, read_master_keys
 from streams.settings import Clock
 
 MASTER_KEY_FILE = "master.key"
@@ -40,9 +41,9 @@ def key_wrapper(settings: Settings) -> LocalMasterKeys | None:
     return read_master_keys(path) if path is not None else None
 
 
-def data_key_store(db: Database[dict[str, Any]], settings: Settings, clock: Clock) -> DataKeyStore:
+def data_key_store(db: Database[dict[str, Any]], settings: Settings, clock: Clock) -> MongoDataKeys:
     """The data keys on `db`, wrapped with this process's master keys."""
-    return DataKeyStore(db, clock=clock, wrapper=key_wrapper(settings))
+    return MongoDataKeys(db, clock=clock, wrapper=key_wrapper(settings))
 
 
 class ClientKeys:

@@ -148,11 +148,11 @@ def infrastructure(
 
 def ensure_master_key(settings: Settings) -> Path:
     """The embedded database's master key file (`data_dir/master.key`), made on first use: the
-    data keys in the database are wrapped with it (`projections.key_wrapping`), so a copy of
+    data keys in the database are wrapped with it (`memstream.keystore.wrapping`), so a copy of
     the database alone opens nothing. Kept beside, never inside, the database's folder; back
     it up apart from it."""
     from memstream.keystore.sealing import MASTER_KEY_FILE
-    from projections.key_wrapping import new_master_key, write_master_keys
+    from memstream.keystore.wrapping import new_master_key, write_master_keys
 
     path = (settings.data_dir / MASTER_KEY_FILE).resolve()
     if not path.exists():

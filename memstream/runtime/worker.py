@@ -15,11 +15,11 @@ from pymongo.database import Database
 from events.memories import MEMORY_TYPES
 from handlers.extraction.base import ExtractionLimits
 from handlers.extraction.registry import extractor_for
+from handlers.key_ring import StoreKeyRing
 from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
 from memstream.config import Settings
 from memstream.keystore.sealing import data_key_store
-from projections.data_keys import StoreKeyRing
 from streams.budget import BudgetGate
 from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
@@ -100,11 +100,8 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
 
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
-        from memstream.keystore.sealing import key_wrapper
-
-        return create_projector_app(
-            streams, _database(settings), clock, key_wrapper=key_wrapper(settings)
-        )
+        db = _database(settings)
+        return create_projector_app(streams, db, data_key_store(db, settings, clock), clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
         from memstream.providers.clients import chat_model, embedder

@@ -29,10 +29,10 @@ from events.codec import EventDecodeError, decode
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted
+from handlers.key_ring import StoreKeyRing, with_keys
 from handlers.sealed_events import NoKeyStore, opener
 from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
-from projections.data_keys import StoreKeyRing, with_keys
 
 QUIET_FETCH_MS = 500
 

@@ -1,4 +1,4 @@
-"""An in-memory key ring for tests of sealing (the real one is `projections.data_keys`)."""
+"""An in-memory key ring for tests of sealing (the real one is `memstream.keystore.mongo`)."""
 
 from __future__ import annotations
 

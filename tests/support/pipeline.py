@@ -12,12 +12,12 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
+from handlers.key_ring import StoreKeyRing
 from memstream.config import Settings, load_settings
 from memstream.keystore.sealing import data_key_store
+from memstream.keystore.wrapping import new_master_key, write_master_keys
 from memstream.runtime.pipeline import TANSU_ENVIRONMENT, Pipeline, pipeline_stages
 from memstream.runtime.topics import ensure_topics
-from projections.data_keys import StoreKeyRing
-from projections.key_wrapping import new_master_key, write_master_keys
 from streams.settings import utc_now
 from tests.support.scripted_llm import ScriptedLLM
 

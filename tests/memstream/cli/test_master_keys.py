@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from projections.data_keys import DATA_KEYS, DataKeyStore
-from projections.key_wrapping import kek_id, read_master_keys
+from memstream.keystore.mongo import DATA_KEYS, MongoDataKeys
+from memstream.keystore.wrapping import kek_id, read_master_keys
 from streams.settings import utc_now
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,7 @@ def test_create_rotate_rewrap_and_retire(
         "MONGODB_DATABASE": name,
         "MEMSTREAM_MASTER_KEY_FILE": str(path),
     }
-    DataKeyStore(db, clock=utc_now).current("session", "ann", "s1")  # one stored unwrapped
+    MongoDataKeys(db, clock=utc_now).current("session", "ann", "s1")  # one stored unwrapped
     created = master_key("create", env=env, cwd=tmp_path)
     assert created.returncode == 0, created.stderr
     first = read_master_keys(path).current

@@ -1,15 +1,11 @@
 """The data keys that seal event content, in their own collection (`data_keys`); forgetting
 destroys them (crypto-shredding, docs/forgetting-encryption.md).
 
-Why here: every reader of sealed content needs keys — the SDK and the HTTP API (sealing turns and
-saves), the extraction stages (opening snapshots, sealing memories), the projector and
-`memstream replay` (opening everything), the event feed. The layering is
-`events ← handlers ← streams, projections ← memstream`: a store in `memstream/` (beside the API
-keys, `memstream.api.keys`) could not be used by the stages, and `handlers/` does no I/O. So the
-store sits with the other MongoDB code, in `projections/`, though it is not a read model: keys
+The MongoDB implementation of the `handlers.ports.DataKeys` port (the other is
+`memstream.keystore.in_memory`; both are held to one contract). Keys are not a read model: they
 are not derived from the log, `replay` does not rebuild them, and losing this collection loses
 the content of the whole log (back it up apart from the read model, and think about what a
-restored backup resurrects: the design note's "Backups").
+restored backup resurrects: docs/forgetting-encryption.md, "Backups").
 
 A document::
 
@@ -19,8 +15,9 @@ A document::
      (both absent once destroyed; a store without a `KeyWrapper` writes `material: Binary(32)`
      instead), created_at, destroyed_at (None while live)}
 
-**Wrapped material.** With a `KeyWrapper` (`projections.key_wrapping`) the material never reaches
-the database in the clear: a dump of this collection without the master key opens nothing.
+**Wrapped material.** With a `KeyWrapper` (`memstream.keystore.wrapping`) the material never
+reaches the database in the clear: a dump of this collection without the master key opens
+nothing.
 Documents written unwrapped stay readable; `rewrap` wraps them, and moves documents wrapped by
 an older master key to the current one (rotation: the data keys, and so the log, stay as they
 are).
@@ -38,14 +35,14 @@ next generation, with new material, so a destroyed generation is never revived (
 by its tombstone).
 
 **The cache.** Sealing a turn must not cost a database round trip, so keys are cached in the
-process for `cache_ttl`. Within the process, `destroy` evicts the keys it destroys and remembers
-their ids, and every answer is checked against that list as it is returned, so once `destroy`
-returns no call of this store returns their material — including a lookup that read the
-document just before the destroy. Across processes the cache is a window: another process that
-read a key before it was destroyed keeps using it for up to `cache_ttl` — it can still open that
-content (which the read models no longer hold, see the design note), and content it *seals* in
-that window under the destroyed key is lost with it (over-forgetting, never under-forgetting).
-A shorter TTL shortens the window and costs a lookup per key per TTL.
+process for `cache_ttl` (`memstream.keystore.cache`). Within the process, `destroy` evicts the
+keys it destroys and remembers their ids, so once `destroy` returns no call of this store
+returns their material — including a lookup that read the document just before the destroy.
+Across processes the cache is a window: another process that read a key before it was destroyed
+keeps using it for up to `cache_ttl` — it can still open that content (which the read models no
+longer hold, see the design note), and content it *seals* in that window under the destroyed
+key is lost with it (over-forgetting, never under-forgetting). A shorter TTL shortens the window
+and costs a lookup per key per TTL.
 
 Synchronous pymongo, like the projections; async callers use `asyncio.to_thread`. Times come
 from the `clock` passed in; key material from `random_material` (`os.urandom`).
@@ -53,15 +50,11 @@ from the `clock` passed in; key material from `random_material` (`os.urandom`).
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReturnDocument, UpdateOne
 from pymongo.collection import Collection
@@ -69,7 +62,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from events.sealed import KEY_BYTES
-from handlers.sealed_events import KeyNotCached
+from handlers.ports import KeyRecord
 from handlers.sealing import (
     KEY_SCOPES,
     DataKey,
@@ -78,14 +71,14 @@ from handlers.sealing import (
     check_subject,
     data_key_id,
 )
-from projections.key_wrapping import KekUnavailable, KeyWrapper
+from memstream.keystore.cache import KeyCache
+from memstream.keystore.wrapping import KekUnavailable, KeyWrapper
 
-__all__ = ["DataKeyStore", "KeyRecord", "StoreKeyRing", "UnknownKey", "with_keys"]
+__all__ = ["DATA_KEYS", "MongoDataKeys", "Rewrapped", "UnknownKey"]
 
 DATA_KEYS = "data_keys"
 Document = dict[str, Any]
 Clock = Callable[[], datetime]
-T = TypeVar("T")
 DEFAULT_CACHE_TTL = timedelta(seconds=30)
 DEFAULT_CACHE_SIZE = 10_000
 """Keys kept per process: one per open session a worker seals or opens, one per memory."""
@@ -106,32 +99,17 @@ INDEXES = [
 ]
 
 
-@dataclass(frozen=True)
-class KeyRecord:
-    """What the store says about a key, without its material."""
-
-    key_id: str
-    scope: KeyScope
-    owner: str
-    subject: str | None
-    generation: int
-    created_at: datetime
-    destroyed_at: datetime | None
-    kek: str | None = None
-    """The key-encryption key that wraps it (None: stored unwrapped, or destroyed)."""
-
-    @classmethod
-    def of(cls, document: Document) -> KeyRecord:
-        return cls(
-            key_id=document["_id"],
-            scope=document["scope"],
-            owner=document["owner"],
-            subject=document.get("subject"),
-            generation=int(document["generation"]),
-            created_at=document["created_at"],
-            destroyed_at=document.get("destroyed_at"),
-            kek=document.get("kek") if _live(document) else None,
-        )
+def _record_of(document: Document) -> KeyRecord:
+    return KeyRecord(
+        key_id=document["_id"],
+        scope=document["scope"],
+        owner=document["owner"],
+        subject=document.get("subject"),
+        generation=int(document["generation"]),
+        created_at=document["created_at"],
+        destroyed_at=document.get("destroyed_at"),
+        kek=document.get("kek") if _live(document) else None,
+    )
 
 
 def _live(document: Document) -> bool:
@@ -152,18 +130,11 @@ class Rewrapped:
     skipped: int
 
 
-@dataclass(frozen=True)
-class _Cached:
-    key: DataKey
-    record: KeyRecord
-    until: datetime
-
-
 def _random_material() -> bytes:
     return os.urandom(KEY_BYTES)
 
 
-class DataKeyStore:
+class MongoDataKeys:
     """The `data_keys` collection of `db`, with a per-process cache."""
 
     def __init__(
@@ -180,15 +151,10 @@ class DataKeyStore:
         self._wrapper = wrapper
         self._clock = clock
         self._random_material = random_material
-        self._cache_ttl = cache_ttl
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
-        self._cached: OrderedDict[str, _Cached] = OrderedDict()
-        self._current: dict[tuple[KeyScope, str, str | None], str] = {}
-        self._destroyed: set[str] = set()
+        self._cache = KeyCache(clock, ttl=cache_ttl, size=cache_size)
         self._indexed = False
 
-    def ensure_indexes(self) -> None:
+    def prepare(self) -> None:
         """Create the collection's index (idempotent). `current` does it once per process
         before it first looks a key up by its subject: without it, every new session's key
         creation scans the whole collection (BENCHMARKS.md, "Encryption")."""
@@ -202,10 +168,10 @@ class DataKeyStore:
         memory id; None for the user scope): the newest generation, created when there is none
         or the newest was destroyed."""
         check_subject(scope, subject)
-        if (cached := self._cached_current(scope, owner, subject)) is not None:
+        if (cached := self._cache.current((scope, owner, subject))) is not None:
             return cached
         if not self._indexed:
-            self.ensure_indexes()
+            self.prepare()
         for _ in range(_CREATE_ATTEMPTS):
             newest = self._keys.find_one(
                 {"owner": owner, "scope": scope, "subject": subject},
@@ -227,13 +193,9 @@ class DataKeyStore:
     def key(self, key_id: str) -> DataKey | None:
         """The key `key_id` names, or None when it was destroyed (its content is forgotten).
         `UnknownKey` when no such key was ever stored."""
-        with self._lock:
-            if key_id in self._destroyed:
-                return None
-            entry = self._cached.get(key_id)
-            if entry is not None and entry.until > self._clock():
-                self._cached.move_to_end(key_id)
-                return entry.key
+        known, key = self._cache.key(key_id)
+        if known:
+            return key
         document = self._keys.find_one({"_id": key_id})
         if document is None:
             raise UnknownKey(f"no data key {key_id} in this key store")
@@ -256,24 +218,17 @@ class DataKeyStore:
     def cached_key(self, key_id: str) -> tuple[bool, DataKey | None]:
         """(True, the key or None once destroyed) when this process knows the answer for
         `key_id` without a lookup; (False, None) when `key` must ask the database."""
-        with self._lock:
-            if key_id in self._destroyed:
-                return True, None
-            entry = self._cached.get(key_id)
-            if entry is not None and entry.until > self._clock():
-                self._cached.move_to_end(key_id)
-                return True, entry.key
-            return False, None
+        return self._cache.key(key_id)
 
     def cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
         """The live key `current` would answer, if this process holds it (else None)."""
-        return self._cached_current(scope, owner, subject)
+        return self._cache.current((scope, owner, subject))
 
     def records(self, owner: str) -> list[KeyRecord]:
         """Every key of `owner`, live and destroyed, without material (for audits and tests)."""
         found = self._keys.find({"owner": owner}, {"material": 0, "wrapped": 0})
         return sorted(
-            (KeyRecord.of(document) for document in found),
+            (_record_of(document) for document in found),
             key=lambda r: (r.scope, r.subject or "", r.generation),
         )
 
@@ -303,7 +258,7 @@ class DataKeyStore:
             document = None
         if document is None:
             # SecantusDB 0.7 answers an upsert that lost the race with no document at all
-            # (tests/projections/test_data_keys.py, the creation race); read the winner's.
+            # (tests/memstream/keystore/test_contract.py, the creation race); read the winner's.
             document = self._keys.find_one({"_id": key_id})
         if document is None:
             raise RuntimeError(f"data key {key_id} vanished while it was created")
@@ -340,7 +295,7 @@ class DataKeyStore:
                     "$set": {"destroyed_at": self._clock()},
                 },
             )
-        self._forget_in_process({document["_id"] for document in matching})
+        self._cache.forget({document["_id"] for document in matching})
         return tuple(sorted(live))
 
     @staticmethod
@@ -435,86 +390,7 @@ class DataKeyStore:
 
     # ---- the cache -----------------------------------------------------------------------------
 
-    def _cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
-        with self._lock:
-            key_id = self._current.get((scope, owner, subject))
-            entry = self._cached.get(key_id) if key_id is not None else None
-            if entry is None or entry.until <= self._clock() or key_id in self._destroyed:
-                return None
-            self._cached.move_to_end(entry.key.key_id)
-            return entry.key
-
     def _remembered(self, document: Document, *, current: bool) -> DataKey | None:
         """The live key `document` holds (None when destroyed), cached — unless `destroy` in
-        this process destroyed it meanwhile: checked under the lock `destroy` evicts under, so
-        a document read before a destroy is never returned or cached after it."""
-        material = self._material(document)
-        record = KeyRecord.of(document)
-        with self._lock:
-            if material is None:  # destroyed for good: remembered, so no lookup repeats it
-                self._destroyed.add(record.key_id)
-                return None
-            if record.key_id in self._destroyed:
-                return None
-            key = DataKey(record.key_id, bytes(material))
-            self._cached[record.key_id] = _Cached(key, record, self._clock() + self._cache_ttl)
-            self._cached.move_to_end(record.key_id)
-            if current:
-                self._current[(record.scope, record.owner, record.subject)] = record.key_id
-            while len(self._cached) > self._cache_size:
-                self._cached.popitem(last=False)
-            return key
-
-    def _forget_in_process(self, key_ids: set[str]) -> None:
-        with self._lock:
-            self._destroyed |= key_ids
-            for key_id in key_ids:
-                entry = self._cached.pop(key_id, None)
-                if entry is not None:
-                    scope = (entry.record.scope, entry.record.owner, entry.record.subject)
-                    if self._current.get(scope) == key_id:
-                        del self._current[scope]
-
-
-class StoreKeyRing:
-    """The `handlers.sealed_events.KeyRing` over a `DataKeyStore`.
-
-    `blocking=False` answers from the store's cache only and raises `KeyNotCached` with the
-    lookup to run (in a thread, `with_keys`); `blocking=True` looks keys up itself (for code
-    already off the event loop: threads, the CLI, replay)."""
-
-    def __init__(self, store: DataKeyStore, *, blocking: bool = False) -> None:
-        self.store = store
-        self.blocking = blocking
-
-    def sealing_key(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey:
-        if not self.blocking and (key := self.store.cached_current(scope, owner, subject)):
-            return key
-        if self.blocking:
-            return self.store.current(scope, owner, subject)
-        raise KeyNotCached(
-            f"the {scope} key of {owner!r} {subject or ''}".rstrip(),
-            partial(self.store.current, scope, owner, subject),
-        )
-
-    def opening_key(self, key_id: str) -> DataKey | None:
-        known, key = self.store.cached_key(key_id)
-        if known:
-            return key
-        if self.blocking:
-            return self.store.key(key_id)
-        raise KeyNotCached(f"data key {key_id}", partial(self.store.key, key_id))
-
-    def in_threads(self) -> StoreKeyRing:
-        """The same store, looking keys up itself."""
-        return StoreKeyRing(self.store, blocking=True)
-
-
-async def with_keys(work: Callable[[], T]) -> T:
-    """`work()` — a pure sealing or opening over a non-blocking `StoreKeyRing` — retried after
-    each key it misses is looked up in a thread, so the event loop never waits on the store."""
-    while True:
-        try:
-            return work()
-        except KeyNotCached as missing:
-            await asyncio.to_thread(missing.fetch)
+        this process destroyed it meanwhile (`KeyCache.remember`)."""
+        return self._cache.remember(_record_of(document), self._material(document), current=current)

@@ -13,8 +13,8 @@ import pytest
 from pymongo import MongoClient
 
 from handlers.sealing import associated_data, open_text, seal_text
-from projections.data_keys import DATA_KEYS, DataKeyStore
-from projections.key_wrapping import (
+from memstream.keystore.mongo import DATA_KEYS, MongoDataKeys
+from memstream.keystore.wrapping import (
     KekUnavailable,
     LocalMasterKeys,
     kek_id,
@@ -22,7 +22,7 @@ from projections.key_wrapping import (
     read_master_keys,
     write_master_keys,
 )
-from tests.projections.test_data_keys import Clock
+from tests.memstream.keystore.test_mongo import Clock
 
 pytestmark = pytest.mark.integration
 
@@ -39,20 +39,20 @@ def db(mongo: Any) -> Iterator[Any]:
     client.close()
 
 
-def store(db: Any, *master_keys: bytes) -> DataKeyStore:
+def store(db: Any, *master_keys: bytes) -> MongoDataKeys:
     """A key store as one process holds it, with these master keys (none: unwrapped)."""
     wrapper = LocalMasterKeys(master_keys) if master_keys else None
-    return DataKeyStore(db, clock=Clock(), wrapper=wrapper)
+    return MongoDataKeys(db, clock=Clock(), wrapper=wrapper)
 
 
-def sealed_turn(keys: DataKeyStore) -> tuple[str, bytes]:
+def sealed_turn(keys: MongoDataKeys) -> tuple[str, bytes]:
     key = keys.current("session", "ann", "s1")
     where = associated_data("turn-1", "content")
     sealed = seal_text("I live in Lisbon.", key, associated=where, nonce=NONCE)
     return key.key_id, sealed.model_dump_json().encode()
 
 
-def opened(keys: DataKeyStore, key_id: str, record: bytes) -> str:
+def opened(keys: MongoDataKeys, key_id: str, record: bytes) -> str:
     from events.sealed import Sealed
 
     sealed = Sealed.model_validate_json(record)
