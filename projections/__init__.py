@@ -9,8 +9,8 @@ from pymongo.database import Database
 from events.codec import AnyEvent
 from projections.apply import apply_event
 from projections.batch import BatchOutcome, project_batch
-from projections.identity import IdCollision
 from projections.store import ensure_indexes
+from projections.write_once import IdCollision
 from projections.writes import LiveWrites, Writes
 
 

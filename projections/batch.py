@@ -49,7 +49,6 @@ from handlers.failures import is_outage
 from projections.apply import apply_event
 from projections.deciding import ABSENT, Decider, Key, Queued, listed
 from projections.documents import Unsupported, condition_paths
-from projections.identity import FINGERPRINT, IdCollision
 from projections.store import (
     DEAD_LETTERS,
     ERASURES,
@@ -62,6 +61,7 @@ from projections.store import (
     TURNS,
     Db,
 )
+from projections.write_once import FINGERPRINT, IdCollision
 from projections.writes import LiveWrites
 
 log = logging.getLogger(__name__)

@@ -44,8 +44,8 @@ from projections.documents import (
     reached,
     walk,
 )
-from projections.identity import FINGERPRINT, IdCollision
 from projections.store import SNAPSHOTS, TURNS
+from projections.write_once import FINGERPRINT, IdCollision
 
 Key = tuple[str, Any]
 """(collection, document id)."""

@@ -18,9 +18,9 @@ import logging
 
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted
-from projections.identity import fingerprint_of
 from projections.memories import project_memory_event
 from projections.store import SAVES, SNAPSHOTS
+from projections.write_once import fingerprint_of
 from projections.writes import Writes
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Idempotent: each view update is guarded so that re-delivering an event changes nothing, and the
 event log has the event id as its `_id`. The view is written before the log entry, so a crash in
 between is repaired by the redelivery. A version or an event id that already holds other content
-raises `IdCollision` (see `projections.identity`).
+raises `IdCollision` (see `projections.write_once`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
-from projections.identity import fingerprint_of
 from projections.profiles import apply_profile_fact
 from projections.store import CHANGES_KEPT, MEMORIES, MEMORY_EVENTS, MEMORY_WRITES
 from projections.vectors import pack_vector
+from projections.write_once import fingerprint_of
 from projections.writes import Writes
 
 

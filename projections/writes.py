@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from pymongo.errors import DuplicateKeyError
 
-from projections.identity import FINGERPRINT, IdCollision, insert_once
 from projections.store import SNAPSHOTS, TURNS, Db
+from projections.write_once import FINGERPRINT, IdCollision, insert_once
 
 
 class Writes(Protocol):

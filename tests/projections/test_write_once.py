@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from events.base import at_stored_precision
-from projections.identity import fingerprint_of
+from projections.write_once import fingerprint_of
 from tests import factories as f
 
 
