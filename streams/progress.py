@@ -66,12 +66,11 @@ from streams.kafka_security import KafkaSecurity
 from streams.log_reader import CommittedOffsets, KafkaLogReader
 from streams.metrics import CONSUMER_LAG
 from streams.records import InputRecord
+from streams.table_keys import progress_key
 from streams.tables import set_in_partition
 
 log = logging.getLogger(__name__)
 
-PROGRESS_KEY_PREFIX = b"\x00applied|"
-"""Table keys of partition progress; never a session or user key (identifiers exclude NUL)."""
 REREAD_CHECK_SECONDS = 5.0
 """How often each stage looks for commits beyond its progress (`PartitionGuard.reread_skipped`)."""
 LAG_CHECK_SECONDS = 15.0
@@ -99,15 +98,6 @@ def unapplied_commits(
         if offset is not None and offset > expected:
             behind[tp] = expected
     return behind
-
-
-def progress_key(tp: TP) -> bytes:
-    """The table key under which a stage keeps the last applied offset of input partition `tp`."""
-    return PROGRESS_KEY_PREFIX + f"{tp.topic}|{tp.partition}".encode()
-
-
-def is_progress_key(key: bytes) -> bool:
-    return key.startswith(PROGRESS_KEY_PREFIX)
 
 
 def highest_offsets(records: Iterable[InputRecord]) -> dict[TP, int]:

@@ -32,7 +32,6 @@ import faust
 from events.codec import encode
 from events.forgetting import SessionsForgotten, UserForgotten
 from events.snapshots import SnapshotPromoted
-from events.turns import session_key
 from handlers.dead_letters import applies_to
 from handlers.inputs import InvalidRecord, read_turns_record
 from handlers.sealing import KeyDestroyed
@@ -50,12 +49,13 @@ from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter
-from streams.progress import TableProgress, guard_partitions, highest_offsets, is_progress_key
+from streams.progress import TableProgress, guard_partitions, highest_offsets
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter
 from streams.sealing import NO_KEYS, StageKeys, window_facts
 from streams.sending import Outgoing, sent_in_key_order
 from streams.settings import Clock, StreamSettings, utc_now
+from streams.table_keys import is_progress_key, is_window_of, window_key
 from streams.tables import delete_in_partition, set_in_partition
 
 log = logging.getLogger(__name__)
@@ -198,14 +198,13 @@ class WindowStage:
             )
             await self._dead_letter(record, reason)
             return
-        prefix = f"{request.user_id}|".encode()
         held = {  # their open turns are dropped: nothing to open
             key: window_facts(stored)
             for key, stored in list(self.windows.items())
-            if stored and key.startswith(prefix) and not is_progress_key(key)
+            if stored and is_window_of(key, request.user_id)
         }
         for key, (_, window) in batch.windows.items():
-            if key.startswith(prefix):
+            if is_window_of(key, request.user_id):
                 if window is None:
                     held.pop(key, None)
                 else:
@@ -213,7 +212,7 @@ class WindowStage:
         cleared, fact = forget_user_windows(held.values(), request, record.partition)
         await self._send(batch, fact, fact.event_type)
         for window in cleared:
-            batch.windows[session_key_bytes(window)] = (record.partition, window)
+            batch.windows[window_key(window)] = (record.partition, window)
         log.info("forgot the open turns of %d sessions of a user", len(cleared))
 
     async def _send(
@@ -280,7 +279,3 @@ def create_window_app(
         await stage.request_idle_promotions(app)
 
     return app
-
-
-def session_key_bytes(window: SessionWindow) -> bytes:
-    return session_key(window.user_id, window.session_id).encode()

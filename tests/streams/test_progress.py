@@ -8,13 +8,7 @@ from typing import Any
 
 from faust.types import TP
 
-from streams.progress import (
-    FinishedPrefix,
-    PartitionGuard,
-    is_progress_key,
-    progress_key,
-    unapplied_commits,
-)
+from streams.progress import FinishedPrefix, PartitionGuard, unapplied_commits
 from streams.records import InputRecord
 
 TURNS = TP("turns", 2)
@@ -31,12 +25,6 @@ class Progress:
 
     async def store(self, offsets: dict[TP, int]) -> None:
         self.applied.update(offsets)
-
-
-def test_progress_keys_never_look_like_session_keys() -> None:
-    key = progress_key(TURNS)
-    assert is_progress_key(key)
-    assert not is_progress_key(b"ann|s1")
 
 
 @dataclass
