@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import sys
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from memstream.api.keys import KeyStore
 from memstream.config import load_settings
+
+if TYPE_CHECKING:  # imported where used: building the CLI's parser stays light
+    from memstream.api.keys import KeyStore
 
 
 def register(commands: Any) -> None:
@@ -72,6 +74,8 @@ def _duration(text: str) -> timedelta:
 
 
 def _store() -> KeyStore:
+    from memstream.api.keys import KeyStore
+
     settings = load_settings()
     if not settings.mongodb.uri:
         raise SystemExit("memstream: MONGODB_URI is not set (is `memstream up` running?)")

@@ -19,13 +19,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from pymongo import DESCENDING, MongoClient
-from pymongo.database import Database
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from events.codec import encode
 from events.dead_letters import DeadLetterRedriven
@@ -40,9 +34,13 @@ from handlers.dead_letters import (
     redrive_id,
 )
 from memstream.config import Settings, load_settings
-from projections.store import DEAD_LETTERS
 
-Db = Database[dict[str, Any]]
+if TYPE_CHECKING:  # the clients are imported where used: building the CLI's parser stays light
+    from aiokafka import AIOKafkaProducer
+    from pymongo import MongoClient
+    from pymongo.database import Database
+
+    Db = Database[dict[str, Any]]
 OPERATOR_NOTE = (
     "Operator API: dead letters span every user (the SDK never does); "
     "see docs/architecture.md, 'Dead letters'."
@@ -91,6 +89,10 @@ def letters(
     db: Db, *, stage: str | None = None, since: datetime | None = None, limit: int = 50
 ) -> list[dict[str, Any]]:
     """Dead letters, newest first (`stage`, `since` filter; `limit` rows at most)."""
+    from pymongo import DESCENDING
+
+    from projections.store import DEAD_LETTERS
+
     query: dict[str, Any] = {"stage": {"$exists": True}}
     if stage:
         query["stage"] = stage
@@ -106,6 +108,8 @@ class UnknownLetter(LookupError):
 
 def letter(db: Db, wanted: str) -> dict[str, Any]:
     """The dead letter `wanted` names: its id, or a prefix of exactly one id."""
+    from projections.store import DEAD_LETTERS
+
     found = db[DEAD_LETTERS].find_one({"_id": wanted})
     if found is not None:
         return found
@@ -160,6 +164,8 @@ async def _send_all(
     force: bool,
     now: datetime | None,
 ) -> list[Outcome]:
+    from aiokafka import AIOKafkaProducer
+
     servers = settings.kafka.bootstrap_servers
     if not servers:
         raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)")
@@ -235,6 +241,8 @@ async def _original(settings: Settings, document: dict[str, Any]) -> bytes:
 
 
 async def _read_back(settings: Settings, topic: str, partition: int, offset: int) -> bytes | None:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
     reader = AIOKafkaConsumer(**settings.kafka.client_options(), enable_auto_commit=False)
     await reader.start()
     try:
@@ -255,6 +263,8 @@ async def _read_back(settings: Settings, topic: str, partition: int, offset: int
 
 
 def _database(settings: Settings) -> tuple[MongoClient[dict[str, Any]], Db]:
+    from pymongo import MongoClient
+
     if not settings.mongodb.uri:
         raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
@@ -262,6 +272,9 @@ def _database(settings: Settings) -> tuple[MongoClient[dict[str, Any]], Db]:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     client, db = _database(load_settings())
     try:
         found = letters(db, stage=args.stage, since=args.since, limit=args.limit)
@@ -293,6 +306,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     client, db = _database(load_settings())
     try:
         document = letter(db, args.id)
@@ -328,6 +344,9 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _redrive(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     if args.stage and not args.all:
         print("memstream: --stage goes with --all", file=sys.stderr)
         return 2

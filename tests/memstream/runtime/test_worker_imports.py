@@ -36,6 +36,13 @@ def test_window_and_projector_workers_do_not_import_the_llm_client_or_the_sdk() 
     )
 
 
+def test_the_cli_parser_every_worker_builds_loads_no_web_framework_database_or_llm_client() -> None:
+    modules = imported_after("from memstream.cli.main import _parser\n_parser()")
+    roots = {name.split(".")[0] for name in modules}
+    assert not {"fastapi", "mcp", "starlette", "uvicorn", "openai", "pymongo", "rich"} & roots
+    assert "memstream.api.app" not in modules
+
+
 def test_the_package_still_exports_the_clients() -> None:
     from memstream import MemoryClient, SyncMemoryClient
     from memstream.sdk.client import MemoryClient as Direct
