@@ -7,22 +7,22 @@ import os
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faust
 from pymongo.database import Database
 
 from events.memories import MEMORY_TYPES
 from handlers.extraction.base import ExtractionLimits
-from handlers.extraction.registry import extractor_for
 from handlers.key_ring import StoreKeyRing
-from handlers.reconcile import Thresholds
 from handlers.window import WindowPolicy
 from memstream.config import Settings
 from memstream.keystore.sealing import data_key_store
-from streams.budget import BudgetGate
 from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
+
+if TYPE_CHECKING:  # the window and the projector never load the extraction stages' modules
+    from streams.budget import BudgetGate
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,8 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         return create_projector_app(streams, db, data_key_store(db, settings, clock), clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in MEMORY_TYPES:
+        from handlers.extraction.registry import extractor_for
+        from handlers.reconcile import Thresholds
         from memstream.providers.clients import chat_model, embedder
         from projections.known_memories import StageReadModel
         from streams.extraction import create_extraction_app
@@ -146,6 +148,7 @@ def _budget(settings: Settings, memory_type: str, clock: Clock) -> BudgetGate | 
     if budget is None:
         return None
     from projections.llm_budget import LlmBudgetStore
+    from streams.budget import BudgetGate
 
     return BudgetGate(
         LlmBudgetStore(_database(settings)),

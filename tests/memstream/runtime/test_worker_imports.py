@@ -36,6 +36,20 @@ def test_window_and_projector_workers_do_not_import_the_llm_client_or_the_sdk() 
     )
 
 
+def test_the_window_worker_does_not_import_the_read_model() -> None:
+    modules = imported_after(
+        "import os\n"
+        "os.environ['KAFKA_BOOTSTRAP_SERVERS'] = '127.0.0.1:9'\n"
+        "os.environ['MONGODB_URI'] = 'mongodb://127.0.0.1:9'\n"
+        "from memstream.config import load_settings\n"
+        "from memstream.runtime.worker import build_stage\n"
+        "build_stage(load_settings(environ=dict(os.environ)), 'window')"
+    )
+    assert "streams.window" in modules
+    assert not {name for name in modules if name.split(".")[0] == "projections"}
+    assert not {"numpy", "streams.budget", "handlers.extraction.registry"} & modules
+
+
 def test_the_cli_parser_every_worker_builds_loads_no_web_framework_database_or_llm_client() -> None:
     modules = imported_after("from memstream.cli.main import _parser\n_parser()")
     roots = {name.split(".")[0] for name in modules}
