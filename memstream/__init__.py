@@ -1,7 +1,9 @@
 """memstream: long-term memory for AI agents, event-sourced on Kafka and MongoDB.
 
 The public surface: `MemoryClient` (async), `SyncMemoryClient` (blocking), `HttpMemoryClient`
-(the HTTP API, neither Kafka nor MongoDB needed), `Settings` and `load_settings`.
+(the HTTP API, neither Kafka nor MongoDB needed), `Settings` and `load_settings`, and the types
+the clients' reads return (`Memory`, `MemoryVersion`, `SearchHit`, `ErasureReceipt`, `Profile`,
+`LlmUsage`: `memstream.sdk.results`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,47 @@ from memstream.config import Settings, load_settings
 if TYPE_CHECKING:
     from memstream.sdk.client import MemoryClient
     from memstream.sdk.http_client import HttpMemoryClient
+    from memstream.sdk.results import (
+        ErasureReceipt,
+        LlmUsage,
+        Memory,
+        MemoryVersion,
+        Profile,
+        SearchHit,
+    )
     from memstream.sdk.sync_client import SyncMemoryClient
 
-__all__ = ["HttpMemoryClient", "MemoryClient", "Settings", "SyncMemoryClient", "load_settings"]
+__all__ = [
+    "ErasureReceipt",
+    "HttpMemoryClient",
+    "LlmUsage",
+    "Memory",
+    "MemoryClient",
+    "MemoryVersion",
+    "Profile",
+    "SearchHit",
+    "Settings",
+    "SyncMemoryClient",
+    "load_settings",
+]
 __version__ = "0.1.0"
 
+_RESULTS = ("ErasureReceipt", "LlmUsage", "Memory", "MemoryVersion", "Profile", "SearchHit")
 _CLIENTS = {
     "MemoryClient": "memstream.sdk.client",
     "SyncMemoryClient": "memstream.sdk.sync_client",
     "HttpMemoryClient": "memstream.sdk.http_client",
+    **{
+        name: "memstream.sdk.results"
+        for name in (
+            "ErasureReceipt",
+            "LlmUsage",
+            "Memory",
+            "MemoryVersion",
+            "Profile",
+            "SearchHit",
+        )
+    },
 }
 
 

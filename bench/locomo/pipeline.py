@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -160,7 +160,7 @@ def wait_caught_up(
         mongo.close()
 
 
-def dated(memory: dict[str, Any]) -> str:
+def dated(memory: Mapping[str, Any]) -> str:
     """A memory as the answer LLM sees it: ``[8 May 2023] text`` (the date it was said)."""
     at = memory.get("created_at")
     if isinstance(at, datetime):

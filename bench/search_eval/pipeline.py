@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from handlers.extraction.results import rounded
 from handlers.ports import Embedder
@@ -54,7 +53,5 @@ async def ranked_ids(
     limit: int,
 ) -> list[str]:
     """Memory ids in the order `ReadModel.search` returns them."""
-    found: list[dict[str, Any]] = await read_model.search(
-        user_id, query, vector, model, mode=mode, limit=limit
-    )
+    found = await read_model.search(user_id, query, vector, model, mode=mode, limit=limit)
     return [str(document["memory_id"]) for document in found]

@@ -8,12 +8,13 @@ kept, superseded) and the taste REINFORCEd instead of copied.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from events.memories import USER_SUBJECT
 from memstream.config import Settings
 from memstream.sdk.client import MemoryClient
+from memstream.sdk.results import Memory
 from memstream.sdk.sync_client import SyncMemoryClient
 
 DEMO_USER = "demo-tim"
@@ -91,7 +92,7 @@ def wait_for_extraction(
         client.close()
 
 
-def learned(settings: Settings) -> list[dict[str, Any]]:
+def learned(settings: Settings) -> list[Memory]:
     """Every version of every memory of the demo user."""
     client = SyncMemoryClient(settings)
     try:
@@ -100,7 +101,7 @@ def learned(settings: Settings) -> list[dict[str, Any]]:
         client.close()
 
 
-def format_memories(versions: list[dict[str, Any]]) -> str:
+def format_memories(versions: Sequence[Mapping[str, Any]]) -> str:
     """The current memories, each with what reconciliation did to it (updates, reinforcements)."""
     current = [v for v in versions if v["status"] == "current"]
     superseded = {(v["memory_id"], v["version"]): v for v in versions if v["status"] != "current"}

@@ -15,9 +15,12 @@ import getpass
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstream.config import load_settings
+
+if TYPE_CHECKING:
+    from memstream.sdk.results import ErasureReceipt
 
 DEFAULT_WAIT_SECONDS = 120.0
 
@@ -138,7 +141,7 @@ def _erasures(args: argparse.Namespace) -> int:
 
     settings = load_settings()
 
-    async def receipts() -> list[dict[str, Any]]:
+    async def receipts() -> list[ErasureReceipt]:
         client = MemoryClient(settings)  # reads only: the producer is never started
         try:
             return await client.erasures(args.user)

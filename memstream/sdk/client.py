@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from dataclasses import dataclass
 from datetime import date, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
@@ -43,6 +43,14 @@ from memstream.config import Settings
 from memstream.keystore.sealing import ClientKeys
 from memstream.sdk.producer import EventProducer
 from memstream.sdk.read_model import ReadModel
+from memstream.sdk.results import (
+    ErasureReceipt,
+    LlmUsage,
+    Memory,
+    MemoryVersion,
+    Profile,
+    SearchHit,
+)
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
@@ -286,13 +294,14 @@ class MemoryClient:
         await self._producer.append(self._topics.snapshots, [copy_for(None)])
         return request_id
 
-    async def erasures(self, user_id: str) -> list[Document]:
+    async def erasures(self, user_id: str) -> list[ErasureReceipt]:
         """The user's erasure receipts, newest first, each with `complete` (every stage that
         must act on the request has left its step; `handlers.erasure_receipts`)."""
         found = await self._read.erasures(self._memory_user(user_id))
-        return [with_progress(receipt, self.settings.kafka.partitions) for receipt in found]
+        partitions = self.settings.kafka.partitions
+        return [cast(ErasureReceipt, with_progress(receipt, partitions)) for receipt in found]
 
-    async def erasure(self, request_id: str) -> Document | None:
+    async def erasure(self, request_id: str) -> ErasureReceipt | None:
         """One request's receipt, with `complete` (`None`: no step has been projected yet, or
         the receipt is another user's than this client may read)."""
         found = await self._read.erasure(request_id)
@@ -300,9 +309,9 @@ class MemoryClient:
             return None
         if not self._may_read(found["user_id"]):
             return None
-        return with_progress(found, self.settings.kafka.partitions)
+        return cast(ErasureReceipt, with_progress(found, self.settings.kafka.partitions))
 
-    async def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> Document:
+    async def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> ErasureReceipt:
         """The request's receipt once it is complete; `TimeoutError` after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while True:
@@ -326,7 +335,7 @@ class MemoryClient:
         history: bool = False,
         as_of: datetime | None = None,
         agent_id: str | None = None,
-    ) -> list[Document]:
+    ) -> list[Memory]:
         """The user's current memories, newest first; every version with `history=True`; the
         state at a past time with `as_of` (which version was current, reinforcements then)."""
         return await self._read.memories(
@@ -337,7 +346,7 @@ class MemoryClient:
             agent_id=agent_id,
         )
 
-    async def history(self, user_id: str, memory_id: str) -> list[Document]:
+    async def history(self, user_id: str, memory_id: str) -> list[MemoryVersion]:
         """Every version of one memory, oldest first, each with the event that made it
         (`created_by`) and the events that reinforced it (`reinforced_by`)."""
         return await self._read.history(self._memory_user(user_id), memory_id)
@@ -356,7 +365,7 @@ class MemoryClient:
         category: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-    ) -> list[Document]:
+    ) -> list[SearchHit]:
         """The user's current memories that best answer `query`: vector similarity (vectors of
         the configured embedding model only) fused with keyword matching, or either alone
         (`mode`), filtered by type, subject, owner, category and creation time."""
@@ -402,10 +411,9 @@ class MemoryClient:
                 ContextMemory(memory_type, m["text"], _day(m.get("created_at"))) for m in ranked
             )
         history = await self.session_history(user_id, session_id) if session_id else ""
-        profile = await self.profile(user_id) or {}
-        fields = {
-            name: str(entry["value"]) for name, entry in (profile.get("fields") or {}).items()
-        }
+        profile = await self.profile(user_id)
+        stored = (profile.get("fields") or {}) if profile is not None else {}
+        fields = {name: str(entry["value"]) for name, entry in stored.items()}
         return context_block(
             profile=fields,
             memories=picked,
@@ -442,11 +450,11 @@ class MemoryClient:
         """What the user's direct saves did (memory ids, actions, cost), newest first."""
         return await self._read.saves(self._memory_user(user_id))
 
-    async def profile(self, user_id: str) -> Document | None:
+    async def profile(self, user_id: str) -> Profile | None:
         """The L0 basic profile of the user (never other people's facts)."""
         return await self._read.profile(self._memory_user(user_id))
 
-    async def llm_usage(self, user_id: str) -> dict[str, Document]:
+    async def llm_usage(self, user_id: str) -> dict[str, LlmUsage]:
         """LLM calls and tokens per memory type for the user's snapshots and saves."""
         return await self._read.llm_usage(self._memory_user(user_id))
 

@@ -21,6 +21,15 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from memstream.sdk.results import (
+    ErasureReceipt,
+    Memory,
+    MemoryVersion,
+    Profile,
+    SearchHit,
+    from_json,
+)
+
 Document = dict[str, Any]
 
 
@@ -104,17 +113,18 @@ class HttpMemoryClient:
         request id."""
         return self._forget(f"/users/{_segment(user_id)}", reason)
 
-    def erasures(self, *, user_id: str) -> list[Document]:
+    def erasures(self, *, user_id: str) -> list[ErasureReceipt]:
         """The user's erasure receipts, newest first, each with `complete`."""
-        found: list[Document] = self._call("GET", f"/users/{_segment(user_id)}/erasures")[
-            "erasures"
-        ]
-        return found
+        found = self._call("GET", f"/users/{_segment(user_id)}/erasures")["erasures"]
+        receipts: list[ErasureReceipt] = from_json(found, list[ErasureReceipt])
+        return receipts
 
-    def erasure(self, request_id: str) -> Document | None:
+    def erasure(self, request_id: str) -> ErasureReceipt | None:
         """One request's receipt (`None`: none yet, or not one this key may read)."""
         try:
-            return self._call("GET", f"/erasures/{_segment(request_id)}")
+            found = self._call("GET", f"/erasures/{_segment(request_id)}")
+            receipt: ErasureReceipt = from_json(found, ErasureReceipt)
+            return receipt
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -122,7 +132,7 @@ class HttpMemoryClient:
 
     def wait_for_erasure(
         self, request_id: str, timeout: float = 60.0, *, poll: float = 0.5
-    ) -> Document:
+    ) -> ErasureReceipt:
         """The request's receipt once it is complete; `TimeoutError` after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while True:
@@ -139,9 +149,10 @@ class HttpMemoryClient:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def search(self, query: str, *, user_id: str | None = None, **options: Any) -> list[Document]:
+    def search(self, query: str, *, user_id: str | None = None, **options: Any) -> list[SearchHit]:
         body = {"user_id": user_id, "query": query, **_jsonable(options)}
-        results: list[Document] = self._call("POST", "/search", body)["results"]
+        found = self._call("POST", "/search", body)["results"]
+        results: list[SearchHit] = from_json(found, list[SearchHit])
         return results
 
     def build_context(self, query: str, *, user_id: str | None = None, **options: Any) -> str:
@@ -150,27 +161,26 @@ class HttpMemoryClient:
 
     def memories(
         self, *, user_id: str | None = None, page_size: int = 100, **options: Any
-    ) -> Iterator[Document]:
+    ) -> Iterator[Memory]:
         """Every memory, newest first, fetched a page at a time."""
         params = {"user_id": user_id, "limit": page_size, **_jsonable(options)}
         cursor: str | None = None
         while True:
             page = self._call("GET", "/memories", params={**params, "cursor": cursor})
-            yield from page["items"]
+            yield from from_json(page["items"], list[Memory])
             cursor = page["next_cursor"]
             if cursor is None:
                 return
 
-    def history(self, memory_id: str, *, user_id: str | None = None) -> list[Document]:
+    def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryVersion]:
         found = self._call("GET", f"/memories/{memory_id}/history", params={"user_id": user_id})
-        versions: list[Document] = found["versions"]
+        versions: list[MemoryVersion] = from_json(found["versions"], list[MemoryVersion])
         return versions
 
-    def profile(self, *, user_id: str | None = None) -> Document | None:
-        found: Document | None = self._call("GET", "/profile", params={"user_id": user_id})[
-            "profile"
-        ]
-        return found
+    def profile(self, *, user_id: str | None = None) -> Profile | None:
+        found = self._call("GET", "/profile", params={"user_id": user_id})["profile"]
+        profile: Profile | None = from_json(found, Profile)
+        return profile
 
     def events(
         self,

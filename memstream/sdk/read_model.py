@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 
@@ -21,6 +21,7 @@ from handlers.history import state_as_of
 from handlers.messages import ChatMessage
 from handlers.rendering import session_context
 from handlers.search import Filters, SearchMode
+from memstream.sdk.results import LlmUsage, Memory, MemoryVersion, Profile, SearchHit
 from memstream.sdk.search_index import INDEXED_FIELDS, Revision, SearchIndex, UserIndex
 from projections.store import (
     ERASURES,
@@ -58,7 +59,7 @@ class ReadModel:
         history: bool = False,
         as_of: datetime | None = None,
         agent_id: str | None = None,
-    ) -> list[Document]:
+    ) -> list[Memory]:
         """Current memories (every version with `history`; as they were at `as_of`)."""
         query: Document = {"user_id": user_id}
         if memory_type:
@@ -68,13 +69,14 @@ class ReadModel:
         if as_of is not None:
             versions = await self._find(MEMORIES, query, {"embedding": 0})
             events = await self._find(MEMORY_EVENTS, {"user_id": user_id})
-            return state_as_of(versions, events, as_of)
+            return cast(list[Memory], state_as_of(versions, events, as_of))
         if not history:
             query["status"] = "current"
         cursor = self._db[MEMORIES].find(query, {"embedding": 0})
-        return await cursor.sort([("created_at", DESCENDING), ("_id", ASCENDING)]).to_list()
+        found = await cursor.sort([("created_at", DESCENDING), ("_id", ASCENDING)]).to_list()
+        return cast(list[Memory], found)
 
-    async def history(self, user_id: str, memory_id: str) -> list[Document]:
+    async def history(self, user_id: str, memory_id: str) -> list[MemoryVersion]:
         """Every version of one of the user's memories, oldest first, each with the event that
         made it and the events that reinforced it."""
         query = {"user_id": user_id, "memory_id": memory_id}
@@ -93,7 +95,7 @@ class ReadModel:
                 if e["event_type"] == "MemoryReinforced"
                 and e["event"]["version"] == version["version"]
             ]
-        return versions
+        return cast(list[MemoryVersion], versions)
 
     # -- search --------------------------------------------------------------------------------
 
@@ -113,12 +115,12 @@ class ReadModel:
         category: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-    ) -> list[Document]:
+    ) -> list[SearchHit]:
         """The user's current memories best matching `query` (hybrid by default), with
         `score`, `vector_score` and `keyword_score`."""
         index = await self._user_index(user_id)
         filters = Filters(types, agent_id, subject, owner, category, since, until)
-        found = []
+        found: list[SearchHit] = []
         for hit in index.search(
             query, query_vector, embedding_model, mode=mode, limit=limit, filters=filters
         ):
@@ -126,7 +128,7 @@ class ReadModel:
             document.update(
                 score=hit.score, vector_score=hit.vector_score, keyword_score=hit.keyword_score
             )
-            found.append(document)
+            found.append(cast(SearchHit, document))
         return found
 
     async def _user_index(self, user_id: str) -> UserIndex:
@@ -248,29 +250,26 @@ class ReadModel:
     async def saves(self, user_id: str) -> list[Document]:
         return await self._find(SAVES, {"user_id": user_id}, sort=[("at", DESCENDING)])
 
-    async def profile(self, user_id: str) -> Document | None:
-        result: Document | None = await self._db[PROFILES].find_one({"_id": user_id})
-        return result
+    async def profile(self, user_id: str) -> Profile | None:
+        return cast(Profile | None, await self._db[PROFILES].find_one({"_id": user_id}))
 
-    async def llm_usage(self, user_id: str | None) -> dict[str, Document]:
+    async def llm_usage(self, user_id: str | None) -> dict[str, LlmUsage]:
         """LLM calls and tokens per memory type, from every snapshot's and save's record."""
         query: Document = {} if user_id is None else {"user_id": user_id}
-        totals: dict[str, Document] = {}
+        totals: dict[str, LlmUsage] = {}
 
-        def add(memory_type: str, usage: Document | None, kind: str) -> None:
+        def add(
+            memory_type: str, usage: Document | None, kind: Literal["snapshots", "saves"]
+        ) -> None:
             total = totals.setdefault(
                 memory_type,
-                {
-                    "snapshots": 0,
-                    "saves": 0,
-                    "calls": 0,
-                    "prompt_tokens": 0,
-                    "completion_tokens": 0,
-                },
+                LlmUsage(snapshots=0, saves=0, calls=0, prompt_tokens=0, completion_tokens=0),
             )
             total[kind] += 1
-            for name in ("calls", "prompt_tokens", "completion_tokens"):
-                total[name] += int((usage or {}).get(name, 0))
+            spent = usage or {}
+            total["calls"] += int(spent.get("calls", 0))
+            total["prompt_tokens"] += int(spent.get("prompt_tokens", 0))
+            total["completion_tokens"] += int(spent.get("completion_tokens", 0))
 
         for snapshot in await self._find(SNAPSHOTS, query, {"extractions": 1}):
             for memory_type, record in (snapshot.get("extractions") or {}).items():

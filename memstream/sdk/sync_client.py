@@ -21,6 +21,14 @@ from events.memories import MemoryEvent, MemoryType
 from events.turns import TurnRecorded
 from memstream.config import Settings
 from memstream.sdk.client import Document, MemoryClient
+from memstream.sdk.results import (
+    ErasureReceipt,
+    LlmUsage,
+    Memory,
+    MemoryVersion,
+    Profile,
+    SearchHit,
+)
 
 T = TypeVar("T")
 
@@ -91,22 +99,22 @@ class SyncMemoryClient:
         self._run(self.client.start())
         return self._run(self.client.forget_user(user_id, reason=reason))
 
-    def erasures(self, user_id: str) -> list[Document]:
+    def erasures(self, user_id: str) -> list[ErasureReceipt]:
         return self._run(self.client.erasures(user_id))
 
-    def erasure(self, request_id: str) -> Document | None:
+    def erasure(self, request_id: str) -> ErasureReceipt | None:
         return self._run(self.client.erasure(request_id))
 
-    def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> Document:
+    def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> ErasureReceipt:
         return self._run(self.client.wait_for_erasure(request_id, timeout))
 
-    def memories(self, user_id: str, **options: Any) -> list[Document]:
+    def memories(self, user_id: str, **options: Any) -> list[Memory]:
         return self._run(self.client.memories(user_id, **options))
 
-    def history(self, user_id: str, memory_id: str) -> list[Document]:
+    def history(self, user_id: str, memory_id: str) -> list[MemoryVersion]:
         return self._run(self.client.history(user_id, memory_id))
 
-    def search(self, user_id: str, query: str, **options: Any) -> list[Document]:
+    def search(self, user_id: str, query: str, **options: Any) -> list[SearchHit]:
         return self._run(self.client.search(user_id, query, **options))
 
     def build_context(self, user_id: str, query: str, **options: Any) -> str:
@@ -124,10 +132,10 @@ class SyncMemoryClient:
     def saves(self, user_id: str) -> list[Document]:
         return self._run(self.client.saves(user_id))
 
-    def profile(self, user_id: str) -> Document | None:
+    def profile(self, user_id: str) -> Profile | None:
         return self._run(self.client.profile(user_id))
 
-    def llm_usage(self, user_id: str) -> dict[str, Document]:
+    def llm_usage(self, user_id: str) -> dict[str, LlmUsage]:
         return self._run(self.client.llm_usage(user_id))
 
     def events(self, user_id: str, *, since: int | datetime | None = None) -> list[MemoryEvent]:

@@ -24,7 +24,9 @@ from handlers.sealed_events import opener
 from handlers.sealing import KeyDestroyed
 from memstream.cli.replay import kafka_events, replay
 from memstream.sdk.client import MemoryClient
+from memstream.sdk.results import ErasureReceipt
 from tests.support.pipeline import PipelineHarness, eventually, read_topic
+from tests.support.results import assert_conforms
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -92,6 +94,7 @@ def wait_for_erasure(pipeline: PipelineHarness, request_id: str) -> dict[str, An
         timeout=120,
         what=f"erasure {request_id} complete",
     )
+    assert_conforms(receipt, ErasureReceipt)
     return receipt
 
 

@@ -11,8 +11,19 @@ from typing import Any
 import pytest
 
 from memstream.sdk.client import MemoryClient
+from memstream.sdk.results import (
+    Evidence,
+    LlmUsage,
+    Memory,
+    MemoryLogEntry,
+    MemoryVersion,
+    Provenance,
+    SearchHit,
+    Supersession,
+)
 from memstream.sdk.sync_client import SyncMemoryClient
 from tests.support.pipeline import PipelineHarness, eventually
+from tests.support.results import assert_conforms
 from tests.support.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.integration
@@ -102,6 +113,31 @@ def test_search_finds_the_current_answer_and_only_the_users_own(
         assert tea[0]["keyword_score"] > 0 and tea[0]["vector_score"] is not None
         assert client.search("pia", "tea", types=["episodic"]) == []
         assert client.search("pia", "tea", subject="John") == []
+
+
+def test_reads_have_exactly_the_fields_their_result_types_declare(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
+        versions = client.memories("pia", history=True)
+        assert {v["status"] for v in versions} == {"current", "superseded"}
+        for memory in versions:
+            assert_conforms(memory, Memory)
+            assert memory["provenance"] is not None
+            assert_conforms(memory["provenance"], Provenance)
+            for evidence in memory["evidence"]:
+                assert_conforms(evidence, Evidence)
+            if memory["superseded_by"] is not None:
+                assert_conforms(memory["superseded_by"], Supersession)
+        for hit in client.search("pia", "where does the user live"):
+            assert_conforms(hit, SearchHit)
+        (porto,) = [m for m in client.memories("pia") if "Porto" in m["text"]]
+        for version in client.history("pia", porto["memory_id"]):
+            assert_conforms(version, MemoryVersion)
+            assert version["created_by"] is not None
+            assert_conforms(version["created_by"], MemoryLogEntry)
+        for usage in client.llm_usage("pia").values():
+            assert_conforms(usage, LlmUsage)
 
 
 def test_history_lists_every_version_with_the_event_that_made_it(

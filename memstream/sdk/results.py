@@ -1,0 +1,205 @@
+"""What the clients' reads return, typed (docs/quickstart.md, "What the reads return").
+
+The results are the read model's documents: plain dicts at run time, typed here as
+`TypedDict`s so an editor and mypy know their fields. `MemoryClient`, `SyncMemoryClient` and
+`HttpMemoryClient` return the same types.
+
+`from_json` turns the HTTP API's JSON into these types: its ISO 8601 times become `datetime`s,
+so the HTTP client's results compare and sort like the others'.
+
+A key marked `NotRequired` is absent from documents written before the field existed, or
+present only for some kinds of result (a receipt's `session_id` only for a session's).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from datetime import datetime
+from typing import Any, Literal, NotRequired, TypedDict
+
+from events.memories import MemoryType, Owner
+
+MemoryStatus = Literal["current", "superseded"]
+
+
+class Provenance(TypedDict):
+    """What made a memory version: the prompt, the models, how it was reconciled."""
+
+    prompt_version: str | None
+    llm_model: str | None
+    embedding_model: str
+    embedding_dimensions: int
+    reconciled_by: Literal["rule", "llm"]
+
+
+class Evidence(TypedDict):
+    """One observation behind a memory: the event, and the snapshot or save it came from."""
+
+    event_id: str
+    source: str
+    snapshot_id: str | None
+    session_id: str | None
+    observed_at: datetime
+
+
+class Supersession(TypedDict):
+    """The version that replaced a superseded one, and why."""
+
+    version: int
+    event_id: str
+    text: str
+    reason: str | None
+    at: datetime
+
+
+class Memory(TypedDict):
+    """One version of a memory (`memories()`: the current versions, or every one with
+    `history=True`)."""
+
+    _id: str
+    """`<memory_id>:<version>`."""
+    memory_id: str
+    version: int
+    memory_type: MemoryType
+    user_id: str
+    agent_id: str | None
+    subject: str
+    owner: Owner
+    text: str
+    category: str | None
+    attributes: dict[str, Any]
+    embedding_model: str | None
+    provenance: Provenance | None
+    status: MemoryStatus
+    superseded_by: Supersession | None
+    reinforcement_count: int
+    evidence: list[Evidence]
+    created_by_event: str
+    created_at: datetime
+    updated_at: datetime
+    expires_at: NotRequired[datetime | None]
+    fingerprint: NotRequired[str]
+    """The written content's hash (the read model notices an id reused for other content)."""
+
+
+class MemoryLogEntry(TypedDict):
+    """A memory event as the read model logs it (`event`: the event's JSON)."""
+
+    _id: str
+    event_type: str
+    memory_id: str
+    memory_type: MemoryType
+    user_id: str
+    occurred_at: datetime
+    event: dict[str, Any]
+    fingerprint: NotRequired[str]
+
+
+class MemoryVersion(Memory):
+    """A version in `history()`: the memory, the event that made it and those that
+    reinforced it."""
+
+    created_by: MemoryLogEntry | None
+    reinforced_by: list[MemoryLogEntry]
+
+
+class SearchHit(TypedDict):
+    """A current memory that answers a query, with its scores (`search()`)."""
+
+    _id: str
+    memory_id: str
+    version: int
+    status: MemoryStatus
+    memory_type: MemoryType
+    user_id: str
+    agent_id: str | None
+    subject: str
+    owner: Owner
+    text: str
+    category: str | None
+    attributes: dict[str, Any]
+    reinforcement_count: int
+    created_at: datetime
+    updated_at: datetime
+    embedding_model: str | None
+    score: float
+    """The fused score results are ranked by (`mode`'s: hybrid, vector or keyword)."""
+    vector_score: float | None
+    """None when the memory has no vector of the query's embedding model."""
+    keyword_score: float
+
+
+class ErasureReceipt(TypedDict):
+    """What the stages erased for one forget request: ids and counts, never content
+    (`erasure()`, `erasures()`, `wait_for_erasure()`)."""
+
+    _id: str
+    request_id: str
+    kind: Literal["memory", "session", "user", "expiry"]
+    user_id: str
+    complete: bool
+    """Every stage that must act on the request has left its step."""
+    expected_steps: dict[str, int]
+    seen_steps: dict[str, int]
+    steps: NotRequired[dict[str, dict[str, Any]]]
+    keys_destroyed: NotRequired[dict[str, int]]
+    requested_by: NotRequired[str]
+    reason: NotRequired[str]
+    requested_at: NotRequired[datetime]
+    session_id: NotRequired[str]
+    memory_id: NotRequired[str]
+    memory_type: NotRequired[MemoryType]
+
+
+class ProfileField(TypedDict):
+    """One profile field: its value, and the memory and event that set it."""
+
+    value: Any
+    event_id: str
+    memory_id: str | None
+    at: datetime
+
+
+class Profile(TypedDict):
+    """The user's L0 basic profile (`profile()`)."""
+
+    _id: str
+    user_id: str
+    fields: NotRequired[dict[str, ProfileField]]
+    updated_at: NotRequired[datetime]
+
+
+class LlmUsage(TypedDict):
+    """LLM calls and tokens of one memory type, over the snapshots and saves it handled
+    (`llm_usage()`)."""
+
+    snapshots: int
+    saves: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def from_json(value: Any, kind: Any) -> Any:
+    """`value`, decoded from JSON, with every field `kind` declares a `datetime` parsed from
+    its ISO 8601 text; `kind` is one of the types above, or a list or dict of them. Keys `kind`
+    does not declare are kept as they are."""
+    if value is None:
+        return None
+    origin = typing.get_origin(kind)
+    if kind is datetime:
+        return datetime.fromisoformat(value) if isinstance(value, str) else value
+    if origin in (typing.Union, types.UnionType):
+        members = [member for member in typing.get_args(kind) if member is not type(None)]
+        return from_json(value, members[0]) if len(members) == 1 else value
+    if origin is list and isinstance(value, list):
+        (item,) = typing.get_args(kind)
+        return [from_json(element, item) for element in value]
+    if origin is dict and isinstance(value, dict):
+        _, item = typing.get_args(kind)
+        return {key: from_json(element, item) for key, element in value.items()}
+    if typing.is_typeddict(kind) and isinstance(value, dict):
+        fields = typing.get_type_hints(kind)
+        return {key: from_json(element, fields.get(key, Any)) for key, element in value.items()}
+    return value
