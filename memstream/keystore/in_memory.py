@@ -31,6 +31,8 @@ class KeyVault:
 
     records: dict[str, KeyRecord] = field(default_factory=dict)
     material: dict[str, bytes] = field(default_factory=dict)
+    newest: dict[tuple[KeyScope, str, str | None], str] = field(default_factory=dict)
+    """The id of each subject's newest generation."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -54,14 +56,15 @@ class InMemoryDataKeys:
     def current(self, scope: KeyScope, owner: str, subject: str | None = None) -> DataKey:
         check_subject(scope, subject)
         with self.vault.lock:
-            generation = 1
-            while (key_id := data_key_id(scope, owner, subject, generation)) in self.vault.records:
-                if key_id in self.vault.material:
-                    return DataKey(key_id, self.vault.material[key_id])
-                generation += 1
+            newest = self.vault.newest.get((scope, owner, subject))
+            if newest is not None and newest in self.vault.material:
+                return DataKey(newest, self.vault.material[newest])
+            generation = 1 if newest is None else self.vault.records[newest].generation + 1
+            key_id = data_key_id(scope, owner, subject, generation)
             self.vault.records[key_id] = KeyRecord(
                 key_id, scope, owner, subject, generation, self._clock(), None
             )
+            self.vault.newest[(scope, owner, subject)] = key_id
             material = self.vault.material[key_id] = self._random_material()
             return DataKey(key_id, material)
 
@@ -85,18 +88,10 @@ class InMemoryDataKeys:
     def cached_current(self, scope: KeyScope, owner: str, subject: str | None) -> DataKey | None:
         """Every key is in memory: the current one, unless it must be created first."""
         with self.vault.lock:
-            newest = max(
-                (
-                    r
-                    for r in self.vault.records.values()
-                    if (r.scope, r.owner, r.subject) == (scope, owner, subject)
-                ),
-                key=lambda r: r.generation,
-                default=None,
-            )
-            if newest is None or newest.key_id not in self.vault.material:
+            newest = self.vault.newest.get((scope, owner, subject))
+            if newest is None or newest not in self.vault.material:
                 return None
-            return DataKey(newest.key_id, self.vault.material[newest.key_id])
+            return DataKey(newest, self.vault.material[newest])
 
     def records(self, owner: str) -> list[KeyRecord]:
         with self.vault.lock:
