@@ -11,8 +11,6 @@ A key marked `NotRequired` is absent from documents written before the field exi
 present only for some kinds of result (a receipt's `session_id` only for a session's).
 """
 
-from __future__ import annotations
-
 import types
 import typing
 from datetime import datetime

@@ -51,3 +51,10 @@ def test_a_receipt_keeps_its_counts_and_parses_its_request_time() -> None:
         ErasureReceipt,
     )
     assert receipt["requested_at"] == AT and receipt["seen_steps"] == {"turns": 2}
+
+
+def test_keys_marked_not_required_are_optional_and_the_rest_required() -> None:
+    assert {"expires_at", "fingerprint"} == Memory.__optional_keys__
+    assert {"memory_id", "text", "created_at"} <= Memory.__required_keys__
+    assert {"session_id", "memory_id", "memory_type", "steps"} <= ErasureReceipt.__optional_keys__
+    assert {"request_id", "kind", "user_id", "complete"} <= ErasureReceipt.__required_keys__
