@@ -56,7 +56,7 @@ class Memory(TypedDict):
     `history=True`)."""
 
     _id: str
-    """`<memory_id>:<version>`."""
+    """`<memory_id>:v<version>`."""
     memory_id: str
     version: int
     memory_type: MemoryType
