@@ -5,7 +5,6 @@ wrapped."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +27,6 @@ pytestmark = pytest.mark.integration
 
 NONCE = b"\x07" * 12
 OLD, NEW = b"\x01" * 32, b"\x02" * 32
-
-
-@pytest.fixture
-def db(mongo: Any) -> Iterator[Any]:
-    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
-    database = client[f"wrap_{uuid.uuid4().hex[:10]}"]
-    yield database
-    client.drop_database(database.name)
-    client.close()
 
 
 def store(db: Any, *master_keys: bytes) -> MongoDataKeys:
