@@ -9,9 +9,10 @@ so the HTTP client's results compare and sort like the others'.
 
 A key marked `NotRequired` is absent from documents written before the field existed, or
 present only for some kinds of result (a receipt's `session_id` only for a session's).
-"""
 
-from __future__ import annotations
+No `from __future__ import annotations` here: with it, Python 3.11 reads every key of a
+`TypedDict` as required (`__required_keys__`), `NotRequired` or not.
+"""
 
 import types
 import typing
