@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from memstream.sdk.results import Document
 from projections.documents import apply_change, matches
 
 
@@ -17,9 +18,6 @@ def assert_conforms(document: Mapping[str, Any], kind: Any) -> None:
     declared = required | kind.__optional_keys__
     assert required <= keys, f"{kind.__name__} lacks {sorted(required - keys)}"
     assert keys <= declared, f"{kind.__name__} has undeclared {sorted(keys - declared)}"
-
-
-Document = dict[str, Any]
 
 
 class ReadModelInMemory:
