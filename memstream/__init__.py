@@ -2,8 +2,9 @@
 
 The public surface: `MemoryClient` (async), `SyncMemoryClient` (blocking), `HttpMemoryClient`
 (the HTTP API, neither Kafka nor MongoDB needed), `Settings` and `load_settings`, and the types
-the clients' reads return (`Memory`, `MemoryVersion`, `SearchHit`, `ErasureReceipt`, `Profile`,
-`LlmUsage`: `memstream.sdk.results`).
+the clients' results (`Memory`, `MemoryVersion`, `SearchHit`, `ErasureReceipt`, `Profile`,
+`LlmUsage`, `Turn`, `Snapshot`, `Save`, `TurnsReceipt`, `FlushReceipt`: `memstream.sdk.results`,
+where the types of their nested values are too).
 """
 
 from __future__ import annotations
@@ -18,51 +19,64 @@ if TYPE_CHECKING:
     from memstream.sdk.http_client import HttpMemoryClient
     from memstream.sdk.results import (
         ErasureReceipt,
+        FlushReceipt,
         LlmUsage,
         Memory,
         MemoryVersion,
         Profile,
+        Save,
         SearchHit,
+        Snapshot,
+        Turn,
+        TurnsReceipt,
     )
     from memstream.sdk.sync_client import SyncMemoryClient
 
 __all__ = [
     "ErasureReceipt",
+    "FlushReceipt",
     "HttpMemoryClient",
     "LlmUsage",
     "Memory",
     "MemoryClient",
     "MemoryVersion",
     "Profile",
+    "Save",
     "SearchHit",
     "Settings",
+    "Snapshot",
     "SyncMemoryClient",
+    "Turn",
+    "TurnsReceipt",
     "load_settings",
 ]
 __version__ = "0.1.0"
 
-_RESULTS = ("ErasureReceipt", "LlmUsage", "Memory", "MemoryVersion", "Profile", "SearchHit")
+_RESULTS = (
+    "ErasureReceipt",
+    "FlushReceipt",
+    "LlmUsage",
+    "Memory",
+    "MemoryVersion",
+    "Profile",
+    "Save",
+    "SearchHit",
+    "Snapshot",
+    "Turn",
+    "TurnsReceipt",
+)
 _CLIENTS = {
     "MemoryClient": "memstream.sdk.client",
     "SyncMemoryClient": "memstream.sdk.sync_client",
     "HttpMemoryClient": "memstream.sdk.http_client",
-    **{
-        name: "memstream.sdk.results"
-        for name in (
-            "ErasureReceipt",
-            "LlmUsage",
-            "Memory",
-            "MemoryVersion",
-            "Profile",
-            "SearchHit",
-        )
-    },
+    **dict.fromkeys(_RESULTS, "memstream.sdk.results"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The SDK clients, imported when first asked for: a stage worker (`python -m memstream
-    worker`) starts without the client's imports (docs/architecture.md, "Operations")."""
+    """The SDK clients and result types, imported when first asked for: a stage worker
+    (`python -m memstream worker`) starts without the client's imports (docs/architecture.md,
+    "Operations")."""
     if name in _CLIENTS:
         return getattr(importlib.import_module(_CLIENTS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

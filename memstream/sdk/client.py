@@ -49,12 +49,14 @@ from memstream.sdk.results import (
     Memory,
     MemoryVersion,
     Profile,
+    Save,
     SearchHit,
+    Snapshot,
+    Turn,
 )
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
-Document = dict[str, Any]
 ERASURE_POLL_SECONDS = 0.5
 
 
@@ -422,9 +424,7 @@ class MemoryClient:
             max_chars=max_chars,
         )
 
-    async def recent_turns(
-        self, user_id: str, session_id: str, *, limit: int = 50
-    ) -> list[Document]:
+    async def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Turn]:
         """Short-term memory: the session's latest turns, oldest first."""
         return await self._read.recent_turns(self._memory_user(user_id), session_id, limit)
 
@@ -441,12 +441,12 @@ class MemoryClient:
             snapshots=snapshots,
         )
 
-    async def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
+    async def snapshots(self, user_id: str, session_id: str | None = None) -> list[Snapshot]:
         """Promotion audit: the user's snapshots, with their rendered raw history and what each
         memory type's extraction did (`extractions.<type>`)."""
         return await self._read.snapshots(self._memory_user(user_id), session_id)
 
-    async def saves(self, user_id: str) -> list[Document]:
+    async def saves(self, user_id: str) -> list[Save]:
         """What the user's direct saves did (memory ids, actions, cost), newest first."""
         return await self._read.saves(self._memory_user(user_id))
 

@@ -22,15 +22,16 @@ import httpx
 import orjson
 
 from memstream.sdk.results import (
+    Document,
     ErasureReceipt,
+    FlushReceipt,
     Memory,
     MemoryVersion,
     Profile,
     SearchHit,
+    TurnsReceipt,
     from_json,
 )
-
-Document = dict[str, Any]
 
 
 class ApiError(RuntimeError):
@@ -76,7 +77,7 @@ class HttpMemoryClient:
         user_id: str | None = None,
         agent_id: str | None = None,
         occurred_at: datetime | None = None,
-    ) -> Document:
+    ) -> TurnsReceipt:
         """Append messages as turns; returns the memory user and the turn ids."""
         body = {
             "user_id": user_id,
@@ -85,10 +86,14 @@ class HttpMemoryClient:
             "messages": list(messages),
             "occurred_at": occurred_at.isoformat() if occurred_at else None,
         }
-        return self._call("POST", "/turns", body)
+        receipt: TurnsReceipt = from_json(self._call("POST", "/turns", body), TurnsReceipt)
+        return receipt
 
-    def flush(self, session_id: str, *, user_id: str | None = None) -> Document:
-        return self._call("POST", "/flush", {"user_id": user_id, "session_id": session_id})
+    def flush(self, session_id: str, *, user_id: str | None = None) -> FlushReceipt:
+        """End a session: promote its pending turns now; returns the memory user and session."""
+        body = {"user_id": user_id, "session_id": session_id}
+        receipt: FlushReceipt = from_json(self._call("POST", "/flush", body), FlushReceipt)
+        return receipt
 
     def save(
         self, memory_type: str, text: str, *, user_id: str | None = None, **options: Any

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 
@@ -21,7 +21,17 @@ from handlers.history import state_as_of
 from handlers.messages import ChatMessage
 from handlers.rendering import session_context
 from handlers.search import Filters, SearchMode
-from memstream.sdk.results import LlmUsage, Memory, MemoryVersion, Profile, SearchHit
+from memstream.sdk.results import (
+    Document,
+    LlmUsage,
+    Memory,
+    MemoryVersion,
+    Profile,
+    Save,
+    SearchHit,
+    Snapshot,
+    Turn,
+)
 from memstream.sdk.search_index import INDEXED_FIELDS, Revision, SearchIndex, UserIndex
 from projections.store import (
     ERASURES,
@@ -35,7 +45,6 @@ from projections.store import (
 )
 
 log = logging.getLogger(__name__)
-Document = dict[str, Any]
 
 
 class ReadModel:
@@ -204,10 +213,11 @@ class ReadModel:
 
     # -- short-term memory and audit -----------------------------------------------------------
 
-    async def recent_turns(self, user_id: str, session_id: str, limit: int) -> list[Document]:
+    async def recent_turns(self, user_id: str, session_id: str, limit: int) -> list[Turn]:
+        """The session's latest `limit` turns, oldest first."""
         query = {"user_id": user_id, "session_id": session_id}
         cursor = self._db[TURNS].find(query).sort("occurred_at", DESCENDING).limit(limit)
-        return list(reversed(await cursor.to_list()))
+        return cast(list[Turn], list(reversed(await cursor.to_list())))
 
     async def session_history(
         self, user_id: str, session_id: str, *, max_chars_per_message: int, snapshots: int
@@ -237,18 +247,22 @@ class ReadModel:
             list(reversed(raw)), pending, max_chars_per_message=max_chars_per_message
         )
 
-    async def snapshots(self, user_id: str, session_id: str | None) -> list[Document]:
+    async def snapshots(self, user_id: str, session_id: str | None) -> list[Snapshot]:
+        """The user's snapshots (of one session, if given), by session then promotion."""
         query: Document = {"user_id": user_id}
         if session_id:
             query["session_id"] = session_id
-        return await self._find(
+        found = await self._find(
             SNAPSHOTS,
             query,
             sort=[("session_id", ASCENDING), ("promoted_at", ASCENDING), ("seq", ASCENDING)],
         )
+        return cast(list[Snapshot], found)
 
-    async def saves(self, user_id: str) -> list[Document]:
-        return await self._find(SAVES, {"user_id": user_id}, sort=[("at", DESCENDING)])
+    async def saves(self, user_id: str) -> list[Save]:
+        """What the user's direct saves did, newest first."""
+        found = await self._find(SAVES, {"user_id": user_id}, sort=[("at", DESCENDING)])
+        return cast(list[Save], found)
 
     async def profile(self, user_id: str) -> Profile | None:
         return cast(Profile | None, await self._db[PROFILES].find_one({"_id": user_id}))

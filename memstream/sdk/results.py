@@ -9,6 +9,11 @@ so the HTTP client's results compare and sort like the others'.
 
 A key marked `NotRequired` is absent from documents written before the field existed, or
 present only for some kinds of result (a receipt's `session_id` only for a session's).
+
+`Document` is the untyped form, for the read model's raw documents the SDK works on inside.
+
+No `from __future__ import annotations` here: with it, Python 3.11 reads every key of a
+`TypedDict` as required (`__required_keys__`), `NotRequired` or not.
 """
 
 import types
@@ -17,6 +22,12 @@ from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
 from events.memories import MemoryType, Owner
+from events.snapshots import PromotionReason
+from events.turns import Role
+
+Document = dict[str, Any]
+"""A read-model document as MongoDB returns it, untyped: queries, and documents before the SDK
+hands them out typed."""
 
 MemoryStatus = Literal["current", "superseded"]
 
@@ -168,6 +179,14 @@ class Profile(TypedDict):
     updated_at: NotRequired[datetime]
 
 
+class LlmCost(TypedDict):
+    """What one extraction or one save cost in LLM calls and tokens."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class LlmUsage(TypedDict):
     """LLM calls and tokens of one memory type, over the snapshots and saves it handled
     (`llm_usage()`)."""
@@ -177,6 +196,116 @@ class LlmUsage(TypedDict):
     calls: int
     prompt_tokens: int
     completion_tokens: int
+
+
+class TurnPrincipal(TypedDict):
+    """Who sent a turn: an end user, an application, or a deployed agent's service account."""
+
+    kind: Literal["end_user", "application", "service_account"]
+    id: str
+
+
+class Turn(TypedDict):
+    """One message of a session, kept as short-term memory (`recent_turns()`)."""
+
+    _id: str
+    """The turn's event id."""
+    user_id: str
+    session_id: str
+    agent_id: str | None
+    role: Role
+    name: str | None
+    tool_name: str | None
+    content: str
+    occurred_at: datetime
+    recorded_at: datetime
+    principal: TurnPrincipal | None
+    snapshot_id: str | None
+    """The snapshot the turn was promoted in; None while it waits in the window."""
+    partition: NotRequired[int | None]
+    """The turns-topic partition it was read from (absent from turns projected before)."""
+    fingerprint: NotRequired[str]
+
+
+class SnapshotExtraction(TypedDict):
+    """What one memory type's extraction did with a snapshot: the memories it decided about,
+    its actions, its attempts and cost, or why it failed."""
+
+    event_id: str
+    memory_ids: list[str]
+    decision_ids: list[str]
+    decisions: int
+    actions: list[str]
+    """The decisions' event types (`MemoryAdded`, `MemoryUpdated`, `MemoryReinforced`)."""
+    attempts: int
+    failure: str | None
+    usage: LlmCost
+    at: datetime
+    redrive_id: NotRequired[str | None]
+    """The operator's redrive that produced it (absent from records written before)."""
+    fingerprint: NotRequired[str]
+
+
+class Snapshot(TypedDict):
+    """A run of a session's turns promoted together, with its rendered raw history and what
+    each memory type's extraction did (`snapshots()`).
+
+    Only `_id`, `user_id` and `session_id` are always there: an extraction's record may be
+    projected before its snapshot (then the promotion's fields are missing yet), and a
+    snapshot before any extraction (then `extractions` is)."""
+
+    _id: str
+    """The snapshot's id."""
+    user_id: str
+    session_id: str
+    agent_id: NotRequired[str | None]
+    seq: NotRequired[int]
+    """The snapshot's place among the session's (a display order, not an identity)."""
+    reason: NotRequired[PromotionReason]
+    turn_ids: NotRequired[list[str]]
+    turn_count: NotRequired[int]
+    raw_history: NotRequired[str | None]
+    """The turns rendered as a multi-speaker transcript (None when they cannot be)."""
+    first_turn_at: NotRequired[datetime]
+    last_turn_at: NotRequired[datetime]
+    promoted_at: NotRequired[datetime]
+    extractions: NotRequired[dict[MemoryType, SnapshotExtraction]]
+
+
+class Save(TypedDict):
+    """What a direct save did: the memories it decided about, its actions and cost
+    (`saves()`)."""
+
+    _id: str
+    """The id of the save's result record."""
+    save_id: str
+    """The id `save()` returned."""
+    user_id: str
+    agent_id: str | None
+    memory_type: MemoryType
+    memory_ids: list[str]
+    decision_ids: list[str]
+    actions: list[str]
+    """The decisions' event types (`MemoryAdded`, `MemoryUpdated`, `MemoryReinforced`)."""
+    usage: LlmCost
+    at: datetime
+    fingerprint: NotRequired[str]
+
+
+class TurnsReceipt(TypedDict):
+    """What the HTTP API answers to recorded turns: the memory user and the turns' ids
+    (`HttpMemoryClient.record()`)."""
+
+    user_id: str
+    session_id: str
+    turn_ids: list[str]
+
+
+class FlushReceipt(TypedDict):
+    """What the HTTP API answers to a session's flush (`HttpMemoryClient.flush()`)."""
+
+    user_id: str
+    session_id: str
 
 
 def from_json(value: Any, kind: Any) -> Any:

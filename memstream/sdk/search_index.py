@@ -52,9 +52,9 @@ from handlers.search import (
     SearchMode,
     ranked,
 )
+from memstream.sdk.results import Document
 from projections.vectors import dimension_of, unpack_matrix
 
-Document = dict[str, Any]
 Revision = int | str
 """A user's write count, or "events:<n>" when counted from `memory_events` (they never equal)."""
 INDEXED_FIELDS = {

@@ -20,14 +20,17 @@ from typing import Any, TypeVar
 from events.memories import MemoryEvent, MemoryType
 from events.turns import TurnRecorded
 from memstream.config import Settings
-from memstream.sdk.client import Document, MemoryClient
+from memstream.sdk.client import MemoryClient
 from memstream.sdk.results import (
     ErasureReceipt,
     LlmUsage,
     Memory,
     MemoryVersion,
     Profile,
+    Save,
     SearchHit,
+    Snapshot,
+    Turn,
 )
 
 T = TypeVar("T")
@@ -120,16 +123,16 @@ class SyncMemoryClient:
     def build_context(self, user_id: str, query: str, **options: Any) -> str:
         return self._run(self.client.build_context(user_id, query, **options))
 
-    def recent_turns(self, user_id: str, session_id: str, **options: Any) -> list[Document]:
+    def recent_turns(self, user_id: str, session_id: str, **options: Any) -> list[Turn]:
         return self._run(self.client.recent_turns(user_id, session_id, **options))
 
     def session_history(self, user_id: str, session_id: str, **options: Any) -> str:
         return self._run(self.client.session_history(user_id, session_id, **options))
 
-    def snapshots(self, user_id: str, session_id: str | None = None) -> list[Document]:
+    def snapshots(self, user_id: str, session_id: str | None = None) -> list[Snapshot]:
         return self._run(self.client.snapshots(user_id, session_id))
 
-    def saves(self, user_id: str) -> list[Document]:
+    def saves(self, user_id: str) -> list[Save]:
         return self._run(self.client.saves(user_id))
 
     def profile(self, user_id: str) -> Profile | None:

@@ -12,6 +12,7 @@ import pytest
 
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.results import (
+    ErasureReceipt,
     Evidence,
     LlmUsage,
     Memory,
@@ -19,7 +20,10 @@ from memstream.sdk.results import (
     MemoryVersion,
     Provenance,
     SearchHit,
+    Snapshot,
+    SnapshotExtraction,
     Supersession,
+    Turn,
 )
 from memstream.sdk.sync_client import SyncMemoryClient
 from tests.support.pipeline import PipelineHarness, eventually
@@ -115,7 +119,7 @@ def test_search_finds_the_current_answer_and_only_the_users_own(
         assert client.search("pia", "tea", subject="John") == []
 
 
-def test_reads_have_exactly_the_fields_their_result_types_declare(
+def test_reads_and_an_erasure_receipt_have_exactly_the_fields_their_result_types_declare(
     learned_once: PipelineHarness,
 ) -> None:
     with SyncMemoryClient(learned_once.settings) as client:
@@ -138,6 +142,21 @@ def test_reads_have_exactly_the_fields_their_result_types_declare(
             assert_conforms(version["created_by"], MemoryLogEntry)
         for usage in client.llm_usage("pia").values():
             assert_conforms(usage, LlmUsage)
+        turns = client.recent_turns("pia", "s1")
+        assert turns and all(turn["snapshot_id"] is not None for turn in turns)
+        for turn in turns:
+            assert_conforms(turn, Turn)
+        snapshots = client.snapshots("pia")
+        assert {snapshot["session_id"] for snapshot in snapshots} == {"s1", "s2"}
+        for snapshot in snapshots:
+            assert_conforms(snapshot, Snapshot)
+            for extraction in snapshot.get("extractions", {}).values():
+                assert_conforms(extraction, SnapshotExtraction)
+        # A session with no data, of a user no other test reads: the receipt counts nothing.
+        request_id = client.forget_session("vic", "never-recorded")
+        receipt = client.wait_for_erasure(request_id, timeout=120)
+        assert_conforms(receipt, ErasureReceipt)
+        assert client.erasures("vic") == [receipt]
 
 
 def test_history_lists_every_version_with_the_event_that_made_it(
