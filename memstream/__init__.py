@@ -4,7 +4,8 @@ The public surface: `MemoryClient` (async), `SyncMemoryClient` (blocking), `Http
 (the HTTP API, neither Kafka nor MongoDB needed), `Settings` and `load_settings`, and the types
 the clients' results (`Memory`, `MemoryVersion`, `SearchHit`, `ErasureReceipt`, `Profile`,
 `LlmUsage`, `Turn`, `Snapshot`, `Save`, `TurnsReceipt`, `FlushReceipt`: `memstream.sdk.results`,
-where the types of their nested values are too).
+where the types of their nested values are too), and `SearchFilters`, the keyword arguments
+every client's `search` takes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         Turn,
         TurnsReceipt,
     )
+    from memstream.sdk.search_filters import SearchFilters
     from memstream.sdk.sync_client import SyncMemoryClient
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "MemoryVersion",
     "Profile",
     "Save",
+    "SearchFilters",
     "SearchHit",
     "Settings",
     "Snapshot",
@@ -70,6 +73,7 @@ _CLIENTS = {
     "SyncMemoryClient": "memstream.sdk.sync_client",
     "HttpMemoryClient": "memstream.sdk.http_client",
     **dict.fromkeys(_RESULTS, "memstream.sdk.results"),
+    "SearchFilters": "memstream.sdk.search_filters",
 }
 
 

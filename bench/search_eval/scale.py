@@ -248,7 +248,7 @@ async def _search_all(
                 TIMED_MODEL,
                 mode=mode,
                 limit=LIMIT,
-                types=types,
+                filters=Filters(types=types),
             )
             report.search[name].append(time.perf_counter() - started)
             found[name].append(

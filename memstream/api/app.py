@@ -155,17 +155,7 @@ def _router() -> APIRouter:
         """The user's current memories that best answer the query."""
         user = await caller.user(body.user_id)
         found = await caller.memory.search(
-            user,
-            body.query,
-            types=body.types,
-            limit=body.limit,
-            mode=body.mode,
-            agent_id=body.agent_id,
-            subject=body.subject,
-            owner=body.owner,
-            category=body.category,
-            since=body.since,
-            until=body.until,
+            user, body.query, limit=body.limit, mode=body.mode, **body.filters()
         )
         return caller.reply({"user_id": user, "results": found})
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.base import Identifier, UtcDatetime
 from events.memories import USER_SUBJECT, MemoryType, Owner
 from handlers.search import SearchMode
+from memstream.sdk.search_filters import SearchFilters
 
 UserField = Field(
     default=None,
@@ -81,6 +82,11 @@ class Search(_Body):
     category: str | None = Field(default=None, max_length=100)
     since: UtcDatetime | None = None
     until: UtcDatetime | None = None
+
+    def filters(self) -> SearchFilters:
+        """The body's filters (`memstream.sdk.search_filters`: each key has a field here)."""
+        chosen = self.model_dump(include=set(SearchFilters.__optional_keys__))
+        return cast(SearchFilters, chosen)
 
 
 class SearchResults(BaseModel):

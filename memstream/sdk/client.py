@@ -22,11 +22,11 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
@@ -54,6 +54,7 @@ from memstream.sdk.results import (
     Snapshot,
     Turn,
 )
+from memstream.sdk.search_filters import SearchFilters, as_filters
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
@@ -358,19 +359,14 @@ class MemoryClient:
         user_id: str,
         query: str,
         *,
-        types: Collection[MemoryType] | None = None,
         limit: int = 10,
         mode: SearchMode = "hybrid",
-        agent_id: str | None = None,
-        subject: str | None = None,
-        owner: str | None = None,
-        category: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        **filters: Unpack[SearchFilters],
     ) -> list[SearchHit]:
         """The user's current memories that best answer `query`: vector similarity (vectors of
         the configured embedding model only) fused with keyword matching, or either alone
-        (`mode`), filtered by type, subject, owner, category and creation time."""
+        (`mode`), filtered by type, agent, subject, owner, category and creation time
+        (`SearchFilters`)."""
         embedder = await self._query_embedder()
         (vector,) = await asyncio.to_thread(embedder.embed, [query])
         return await self._read.search(
@@ -378,15 +374,9 @@ class MemoryClient:
             query,
             vector,
             embedder.model_name,
-            types=types,
             limit=limit,
             mode=mode,
-            agent_id=agent_id,
-            subject=subject,
-            owner=owner,
-            category=category,
-            since=since,
-            until=until,
+            filters=as_filters(filters),
         )
 
     async def build_context(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -32,6 +32,10 @@ from memstream.sdk.results import (
     TurnsReceipt,
     from_json,
 )
+
+if TYPE_CHECKING:  # only annotations: the HTTP client imports no search code
+    from handlers.search import SearchMode
+    from memstream.sdk.search_filters import SearchFilters
 
 
 class ApiError(RuntimeError):
@@ -154,8 +158,19 @@ class HttpMemoryClient:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def search(self, query: str, *, user_id: str | None = None, **options: Any) -> list[SearchHit]:
-        body = {"user_id": user_id, "query": query, **_jsonable(options)}
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        limit: int = 10,
+        mode: SearchMode = "hybrid",
+        **filters: Unpack[SearchFilters],
+    ) -> list[SearchHit]:
+        types = filters.get("types")
+        chosen = {**filters, "types": None if types is None else list(types)}
+        body = {"user_id": user_id, "query": query, "limit": limit, "mode": mode}
+        body.update(_jsonable(chosen))
         found = self._call("POST", "/search", body)["results"]
         results: list[SearchHit] = from_json(found, list[SearchHit])
         return results

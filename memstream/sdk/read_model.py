@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal, cast
 
@@ -20,7 +20,7 @@ from events.memories import MemoryType
 from handlers.history import state_as_of
 from handlers.messages import ChatMessage
 from handlers.rendering import session_context
-from handlers.search import Filters, SearchMode
+from handlers.search import NO_FILTERS, Filters, SearchMode
 from memstream.sdk.results import (
     Document,
     LlmUsage,
@@ -115,20 +115,13 @@ class ReadModel:
         query_vector: Sequence[float],
         embedding_model: str,
         *,
-        types: Collection[MemoryType] | None = None,
         limit: int = 10,
         mode: SearchMode = "hybrid",
-        agent_id: str | None = None,
-        subject: str | None = None,
-        owner: str | None = None,
-        category: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        filters: Filters = NO_FILTERS,
     ) -> list[SearchHit]:
-        """The user's current memories best matching `query` (hybrid by default), with
-        `score`, `vector_score` and `keyword_score`."""
+        """The user's current memories best matching `query` (hybrid by default) and
+        `filters`, with `score`, `vector_score` and `keyword_score`."""
         index = await self._user_index(user_id)
-        filters = Filters(types, agent_id, subject, owner, category, since, until)
         found: list[SearchHit] = []
         for hit in index.search(
             query, query_vector, embedding_model, mode=mode, limit=limit, filters=filters

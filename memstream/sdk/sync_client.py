@@ -15,10 +15,11 @@ import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from events.memories import MemoryEvent, MemoryType
 from events.turns import TurnRecorded
+from handlers.search import SearchMode
 from memstream.config import Settings
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.results import (
@@ -32,6 +33,7 @@ from memstream.sdk.results import (
     Snapshot,
     Turn,
 )
+from memstream.sdk.search_filters import SearchFilters
 
 T = TypeVar("T")
 
@@ -117,8 +119,16 @@ class SyncMemoryClient:
     def history(self, user_id: str, memory_id: str) -> list[MemoryVersion]:
         return self._run(self.client.history(user_id, memory_id))
 
-    def search(self, user_id: str, query: str, **options: Any) -> list[SearchHit]:
-        return self._run(self.client.search(user_id, query, **options))
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        mode: SearchMode = "hybrid",
+        **filters: Unpack[SearchFilters],
+    ) -> list[SearchHit]:
+        return self._run(self.client.search(user_id, query, limit=limit, mode=mode, **filters))
 
     def build_context(self, user_id: str, query: str, **options: Any) -> str:
         return self._run(self.client.build_context(user_id, query, **options))
