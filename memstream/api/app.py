@@ -106,6 +106,15 @@ def create_app(settings: Settings, *, memory: MemoryClient | None = None) -> Fas
 
 def _router() -> APIRouter:
     router = APIRouter(prefix="/v1", responses=ERRORS)
+    _write_routes(router)
+    _read_routes(router)
+    _forget_routes(router)
+    _operations_routes(router)
+    return router
+
+
+def _write_routes(router: APIRouter) -> None:
+    """Writes: each appends to the log and answers 202; the stages do the rest."""
 
     @router.post("/turns", status_code=202, response_model=m.TurnsRecorded, tags=["write"])
     async def record_turns(body: m.RecordTurns, caller: Authenticated) -> Any:
@@ -149,6 +158,10 @@ def _router() -> APIRouter:
             expires_at=body.expires_at,
         )
         return caller.reply({"user_id": user, "save_id": save_id}, 202)
+
+
+def _read_routes(router: APIRouter) -> None:
+    """Reads of the read model: search, context, memories, history, profile, events."""
 
     @router.post("/search", response_model=m.SearchResults, tags=["read"])
     async def search(body: m.Search, caller: Authenticated) -> Any:
@@ -246,7 +259,9 @@ def _router() -> APIRouter:
             _ndjson(caller, user, start, follow), media_type=NDJSON, headers=caller.headers
         )
 
-    _forget_routes(router)
+
+def _operations_routes(router: APIRouter) -> None:
+    """Operations: the key's principal and the pipeline's health."""
 
     @router.get("/status", response_model=m.Status, tags=["operations"])
     async def status(caller: Authenticated) -> Any:
@@ -265,8 +280,6 @@ def _router() -> APIRouter:
                 "pipeline": report,
             }
         )
-
-    return router
 
 
 def _forget_routes(router: APIRouter) -> None:
