@@ -62,14 +62,15 @@ class Supersession(TypedDict):
     at: datetime
 
 
-class Memory(TypedDict):
-    """One version of a memory (`memories()`: the current versions, or every one with
-    `history=True`)."""
+class MemoryFields(TypedDict):
+    """What every read of a memory version shows: a `Memory` and a `SearchHit` alike (the
+    search index keeps exactly these, `memstream.sdk.search_index.INDEXED_FIELDS`)."""
 
     _id: str
     """`<memory_id>:v<version>`."""
     memory_id: str
     version: int
+    status: MemoryStatus
     memory_type: MemoryType
     user_id: str
     agent_id: str | None
@@ -78,15 +79,20 @@ class Memory(TypedDict):
     text: str
     category: str | None
     attributes: dict[str, Any]
-    embedding_model: str | None
-    provenance: Provenance | None
-    status: MemoryStatus
-    superseded_by: Supersession | None
     reinforcement_count: int
-    evidence: list[Evidence]
-    created_by_event: str
     created_at: datetime
     updated_at: datetime
+    embedding_model: str | None
+
+
+class Memory(MemoryFields):
+    """One version of a memory (`memories()`: the current versions, or every one with
+    `history=True`)."""
+
+    provenance: Provenance | None
+    superseded_by: Supersession | None
+    evidence: list[Evidence]
+    created_by_event: str
     expires_at: NotRequired[datetime | None]
     fingerprint: NotRequired[str]
     """The written content's hash (the read model notices an id reused for other content)."""
@@ -113,25 +119,9 @@ class MemoryVersion(Memory):
     reinforced_by: list[MemoryLogEntry]
 
 
-class SearchHit(TypedDict):
+class SearchHit(MemoryFields):
     """A current memory that answers a query, with its scores (`search()`)."""
 
-    _id: str
-    memory_id: str
-    version: int
-    status: MemoryStatus
-    memory_type: MemoryType
-    user_id: str
-    agent_id: str | None
-    subject: str
-    owner: Owner
-    text: str
-    category: str | None
-    attributes: dict[str, Any]
-    reinforcement_count: int
-    created_at: datetime
-    updated_at: datetime
-    embedding_model: str | None
     score: float
     """The fused score results are ranked by (`mode`'s: hybrid, vector or keyword)."""
     vector_score: float | None

@@ -52,29 +52,17 @@ from handlers.search import (
     SearchMode,
     ranked,
 )
-from memstream.sdk.results import Document
+from memstream.sdk.results import Document, MemoryFields
 from projections.vectors import dimension_of, unpack_matrix
 
 Revision = int | str
 """A user's write count, or "events:<n>" when counted from `memory_events` (they never equal)."""
 INDEXED_FIELDS = {
-    "memory_id": 1,
-    "version": 1,
-    "status": 1,
-    "memory_type": 1,
-    "user_id": 1,
-    "agent_id": 1,
-    "subject": 1,
-    "owner": 1,
-    "text": 1,
-    "category": 1,
-    "attributes": 1,
-    "reinforcement_count": 1,
-    "created_at": 1,
-    "updated_at": 1,
+    **dict.fromkeys(sorted(MemoryFields.__required_keys__ - {"_id"}), 1),
     "embedding": 1,
-    "embedding_model": 1,
 }
+"""What the index keeps of each current memory: what a search hit shows (`MemoryFields`), and
+the vector."""
 
 
 @dataclass(frozen=True)
