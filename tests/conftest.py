@@ -79,9 +79,13 @@ def pipeline_factory(
     """Start the whole pipeline (one process per stage) on fresh topics, groups and database."""
     harnesses: list[PipelineHarness] = []
 
-    def start(*, started: bool = True, **environment: str) -> PipelineHarness:
+    def start(
+        *, started: bool = True, every_stage: bool = False, **environment: str
+    ) -> PipelineHarness:
         """A pipeline with `environment` on top of the test defaults; `started=False` leaves
-        its workers to `harness.start()` (e.g. after copying records into its topics)."""
+        its workers to `harness.start()` (e.g. after copying records into its topics);
+        `every_stage` runs the extraction stages of the types not enabled too (a session's or
+        a user's erasure waits for them; `tests.support.pipeline.stage_extracts`)."""
         run = uuid.uuid4().hex[:10]
         harness = PipelineHarness(
             broker=broker,
@@ -90,6 +94,7 @@ def pipeline_factory(
             run_id=run,
             log_dir=tmp_path / f"logs-{run}",
             environment=environment,
+            every_stage=every_stage,
         )
         harnesses.append(harness)
         return harness.start() if started else harness

@@ -31,7 +31,7 @@ def test_sdk_example_prints_the_memory_and_on_the_first_broker_every_documented_
 ) -> None:
     """The SDK and agent examples on every broker; the pages' `memstream …` commands (the
     CLI over the SDK, the same on each broker) on the first one."""
-    pipeline: PipelineHarness = pipeline_factory()
+    pipeline: PipelineHarness = pipeline_factory(every_stage=True)  # `forget … --wait`
     pipeline.llm.on(
         "Lisbon",
         {

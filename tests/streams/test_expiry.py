@@ -29,6 +29,7 @@ def test_a_memory_expires_by_retention_or_by_request_and_leaves_no_trace(
     pipeline_factory: Any,
 ) -> None:
     pipeline: PipelineHarness = pipeline_factory(
+        every_stage=True,  # it saves episodic and procedural memories
         MEMSTREAM_RETENTION="semantic=10",
         MEMSTREAM_EXPIRY_CHECK_INTERVAL="0.5",
         MEMSTREAM_ENABLED_EXTRACTIONS="semantic",

@@ -186,7 +186,7 @@ def test_the_log_holds_no_plaintext_content_and_forgotten_records_no_longer_open
 ) -> None:
     # A long idle timeout keeps session a3's turn open in the window (its changelog) while the
     # topics are read; the tests' short default promoted it midway on a loaded machine.
-    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_IDLE_TIMEOUT="600")
+    pipeline: PipelineHarness = pipeline_factory(every_stage=True, MEMSTREAM_IDLE_TIMEOUT="600")
     script(pipeline)
     say(pipeline, "ann", "a1", "I work at Stripe.")
     say(pipeline, "ann", "a2", "I live in Lisbon.")
@@ -224,7 +224,7 @@ def test_the_log_holds_no_plaintext_content_and_forgotten_records_no_longer_open
 def test_forgetting_a_session_erases_it_everywhere_and_keeps_the_rest(
     pipeline_factory: Any,
 ) -> None:
-    pipeline: PipelineHarness = pipeline_factory()
+    pipeline: PipelineHarness = pipeline_factory(every_stage=True)
     script(pipeline)
     say(pipeline, "ann", "a1", "I work at Stripe.")
     say(pipeline, "ann", "a2", "I live in Lisbon.")
@@ -286,7 +286,7 @@ def test_forgetting_a_memory_erases_every_version_and_the_fact_is_learned_anew(
 def test_forgetting_a_user_erases_open_turns_saves_and_profile_and_spares_others(
     pipeline_factory: Any,
 ) -> None:
-    pipeline: PipelineHarness = pipeline_factory(MEMSTREAM_IDLE_TIMEOUT="600")
+    pipeline: PipelineHarness = pipeline_factory(every_stage=True, MEMSTREAM_IDLE_TIMEOUT="600")
     script(pipeline)
     say(pipeline, "ann", "a1", "I work at Stripe.")
     pipeline.save("ann", "semantic", "The user likes green tea.")
@@ -325,7 +325,7 @@ def test_forgetting_a_user_erases_open_turns_saves_and_profile_and_spares_others
 def test_a_forget_racing_a_snapshot_in_flight_keeps_its_memories_from_ever_appearing(
     pipeline_factory: Any,
 ) -> None:
-    pipeline: PipelineHarness = pipeline_factory()
+    pipeline: PipelineHarness = pipeline_factory(every_stage=True)
     asked, release = threading.Event(), threading.Event()
 
     def slow_answer(_request: Any) -> str:

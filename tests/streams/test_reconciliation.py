@@ -212,7 +212,7 @@ def test_an_llm_answer_across_subjects_is_never_applied(pipeline_factory: Any) -
 
 def test_a_disabled_type_makes_no_llm_call_yet_accepts_a_direct_save(pipeline_factory: Any) -> None:
     pipeline: PipelineHarness = pipeline_factory(
-        MEMSTREAM_ENABLED_EXTRACTIONS="semantic", **THRESHOLDS
+        every_stage=True, MEMSTREAM_ENABLED_EXTRACTIONS="semantic", **THRESHOLDS
     )
     pipeline.llm.on("Stripe", fact("The user works at Stripe.", "employer"), scope="last_user")
     said(pipeline, "ola", "s", "I work at Stripe. Always answer me in Portuguese.")

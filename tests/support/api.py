@@ -83,6 +83,7 @@ def served_api(
         run_id=run,
         log_dir=log_dir / f"logs-{run}",
         environment=environment,
+        every_stage=True,  # the API's erasures wait for every type's stage
     )
     pipeline.start()
     try:

@@ -36,6 +36,18 @@ and per stage; a test of many workers per stage asks for more."""
 APACHE_ENVIRONMENT = {"MEMSTREAM_SESSION_TIMEOUT": "6", "MEMSTREAM_HEARTBEAT_INTERVAL": "1"}
 
 
+def stage_extracts(stage: str, settings: Settings) -> bool:
+    """Is `stage` the window, the projector or the extraction of an enabled memory type?
+
+    A test pipeline runs only those unless it asks for every stage: the extraction stage of a
+    type that is not enabled only reconciles saved memories of its type and answers erasures
+    of a session or a user (whose receipts wait for every type), and each idle worker costs a
+    start and its polling (issue 25, part 7: the test time).
+    """
+    kind, _, memory_type = stage.partition(":")
+    return kind != "extract" or memory_type in settings.memory.extraction.enabled
+
+
 class PipelineHarness:
     """Stage workers started as child processes against a test broker, database and LLM."""
 
@@ -48,6 +60,7 @@ class PipelineHarness:
         run_id: str,
         log_dir: Path,
         environment: dict[str, str],
+        every_stage: bool = False,
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         (log_dir / "test-config.yaml").write_text("# settings come from the environment\n")
@@ -77,7 +90,10 @@ class PipelineHarness:
         self.settings: Settings = load_settings(environ=self.environment)
         self.llm = llm
         self.log_dir = log_dir
-        self.pipeline = Pipeline(pipeline_stages(self.settings), self.environment, log_dir)
+        stages = pipeline_stages(self.settings)
+        if not every_stage:
+            stages = [stage for stage in stages if stage_extracts(stage, self.settings)]
+        self.pipeline = Pipeline(stages, self.environment, log_dir)
         self._mongo: MongoClient[dict[str, Any]] = MongoClient(
             self.environment["MONGODB_URI"], tz_aware=True
         )

@@ -47,7 +47,7 @@ def facts(*statements: str) -> dict[str, Any]:
 def learned(pipeline_factory: Any) -> PipelineHarness:
     """A pipeline of its own (for a test that writes) where `pia` said where she lives, works,
     what she drinks, then moved."""
-    return taught(pipeline_factory(**THRESHOLDS))
+    return taught(pipeline_factory(every_stage=True, **THRESHOLDS))
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,7 @@ def learned_once(broker: Any, mongo: Any, tmp_path_factory: Any) -> Iterator[Pip
             run_id=uuid.uuid4().hex[:10],
             log_dir=tmp_path_factory.mktemp("reads"),
             environment=dict(THRESHOLDS),
+            every_stage=True,  # status lists every stage; an erasure waits for each
         )
         try:
             yield taught(harness.start())
