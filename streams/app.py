@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -15,6 +17,9 @@ def faust_app(stage: str, settings: StreamSettings) -> faust.App:
     options: dict[str, Any] = {
         "broker": [f"kafka://{server.strip()}" for server in settings.bootstrap_servers.split(",")],
         "store": "memory://",
+        # Faust makes `<datadir>/v1/tables` on start even for memory tables; its default datadir
+        # is `<app id>-data` in the working directory, which left one folder per stage there.
+        "datadir": str(Path(tempfile.gettempdir()) / "memstream-faust-{conf.id}"),
         "autodiscover": False,
         "web_enabled": False,
         "key_serializer": "raw",
