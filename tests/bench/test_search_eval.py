@@ -292,13 +292,7 @@ async def test_read_model_search_equals_the_reference_on_random_memories_and_fil
                 model,
                 mode=mode,
                 limit=limit,
-                types=filters.types,
-                subject=filters.subject,
-                agent_id=filters.agent_id,
-                owner=filters.owner,
-                category=filters.category,
-                since=filters.since,
-                until=filters.until,
+                filters=filters,
             )
             assert found == expected
 
