@@ -5,8 +5,7 @@ bare request with the same prompt.
     python -m bench extraction_time [--quick] [--local-model small|large|none]
 
 Holds ``/tmp/memstream-llama.lock`` while its model server runs. Snapshots are windows of 20 turns
-of the LLM-cost conversation (`bench.cost_conversation`): the size the default window promotes
-(the quick profile: one window of 6 turns).
+of the LLM-cost conversation (`bench.cost_conversation`): the size the default window promotes.
 For each snapshot and type the extraction runs as a stage runs it (`handlers.extraction.base.
 extract` through `memstream.providers.clients.OpenAIChatModel`: request, validation, parsing,
 attribution, retries); the identical request (same messages and parameters) is sent bare with
@@ -47,9 +46,6 @@ from handlers.ports import ChatAnswer
 from memstream.providers.clients import OpenAIChatModel
 
 WINDOW = 20
-QUICK_WINDOW = 6
-"""The quick (CI) profile's snapshot: 6 turns, so the local model's three requests take seconds,
-not minutes; its figure says so."""
 CLOCK = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MAX_TOKENS = 1024
 """`OpenAIChatModel`'s default, which the stages use."""
@@ -228,8 +224,7 @@ def run(context: BenchContext) -> SuiteResult:
 
     spec = MODELS[choice]
     sessions = SESSIONS[:1] if context.quick else SESSIONS[:3]
-    turns = QUICK_WINDOW if context.quick else WINDOW
-    snapshots = [window_snapshot(s, turns) for s in sessions]
+    snapshots = [window_snapshot(s) for s in sessions]
     # The quick (CI) profile times the semantic type only: one snapshot, three requests.
     types: tuple[MemoryType, ...] = ("semantic",) if context.quick else MEMORY_TYPES
     log_path = context.workdir / "extraction_time" / "local-llm.log"
@@ -252,7 +247,7 @@ def run(context: BenchContext) -> SuiteResult:
                 None,
                 f"of a bare request: prompt {found['prompt_share']:.0%}, generation "
                 f"{found['generation_share']:.0%}; {found['snapshots']} snapshot(s) of "
-                f"≤{turns} turns, no prompt cache",
+                f"≤{WINDOW} turns, no prompt cache",
             )
         )
     return SuiteResult(
@@ -261,7 +256,6 @@ def run(context: BenchContext) -> SuiteResult:
             "model": spec.alias,
             "prompt_cache": False,
             "snapshots": [s.session_id for s in snapshots],
-            "turns_per_snapshot": turns,
             "per_type": per_type,
             "rows": rows,
         },
