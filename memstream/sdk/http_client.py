@@ -167,10 +167,8 @@ class HttpMemoryClient:
         mode: SearchMode = "hybrid",
         **filters: Unpack[SearchFilters],
     ) -> list[SearchHit]:
-        types = filters.get("types")
-        chosen = {**filters, "types": None if types is None else list(types)}
         body = {"user_id": user_id, "query": query, "limit": limit, "mode": mode}
-        body.update(_jsonable(chosen))
+        body.update(_jsonable(filters))
         found = self._call("POST", "/search", body)["results"]
         results: list[SearchHit] = from_json(found, list[SearchHit])
         return results
@@ -261,7 +259,17 @@ def _present(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _jsonable(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items()}
+    """`values` as JSON and query parameters take them: times as ISO 8601, sets and tuples
+    (e.g. `types`) as lists."""
+    return {k: _json_value(v) for k, v in values.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return value
 
 
 def _error(response: httpx.Response) -> ApiError:
