@@ -85,7 +85,7 @@ def pipeline_factory(
         """A pipeline with `environment` on top of the test defaults; `started=False` leaves
         its workers to `harness.start()` (e.g. after copying records into its topics);
         `every_stage` runs the extraction stages of the types not enabled too (a session's or
-        a user's erasure waits for them; `tests.support.pipeline.stage_extracts`)."""
+        a user's erasure waits for them; `tests.support.pipeline.stage_needed`)."""
         run = uuid.uuid4().hex[:10]
         harness = PipelineHarness(
             broker=broker,

@@ -36,7 +36,7 @@ and per stage; a test of many workers per stage asks for more."""
 APACHE_ENVIRONMENT = {"MEMSTREAM_SESSION_TIMEOUT": "6", "MEMSTREAM_HEARTBEAT_INTERVAL": "1"}
 
 
-def stage_extracts(stage: str, settings: Settings) -> bool:
+def stage_needed(stage: str, settings: Settings) -> bool:
     """Is `stage` the window, the projector or the extraction of an enabled memory type?
 
     A test pipeline runs only those unless it asks for every stage: the extraction stage of a
@@ -92,7 +92,7 @@ class PipelineHarness:
         self.log_dir = log_dir
         stages = pipeline_stages(self.settings)
         if not every_stage:
-            stages = [stage for stage in stages if stage_extracts(stage, self.settings)]
+            stages = [stage for stage in stages if stage_needed(stage, self.settings)]
         self.pipeline = Pipeline(stages, self.environment, log_dir)
         self._mongo: MongoClient[dict[str, Any]] = MongoClient(
             self.environment["MONGODB_URI"], tz_aware=True
