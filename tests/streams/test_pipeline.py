@@ -105,9 +105,14 @@ def test_two_sessions_promote_by_count_idle_and_flush(pipeline_factory: Any) -> 
     assert extracted["a", 0]["memory_ids"] == [memory["memory_id"]]
     assert extracted["a", 1]["memory_ids"] == extracted["b", 0]["memory_ids"] == []
     assert len(unpack_vector(memory["embedding"])) == pipeline.llm.dims
+    # The log entry and the profile are written after the view (projections/batch.py).
+    profile = eventually(
+        lambda: pipeline.db["profiles"].find_one({"_id": "tim"}),
+        lambda found: found is not None,
+        timeout=10,
+        what="tim's profile",
+    )
     assert pipeline.db["memory_events"].count_documents({"memory_id": memory["memory_id"]}) == 1
-    profile = pipeline.db["profiles"].find_one({"_id": "tim"})
-    assert profile is not None
     assert profile["fields"]["employer"]["value"] == "The user works at Stripe."
 
     # The extractor saw each snapshot's whole conversation, rendered, exactly once.
@@ -288,8 +293,15 @@ def test_extraction_worker_killed_duplicates_no_memory(pipeline_factory: Any) ->
         what="one memory, restated by the second snapshot",
     )
     assert len(memory["evidence"]) == 2
-    kinds = [e["event_type"] for e in pipeline.db["memory_events"].find({"user_id": "bob"})]
-    assert sorted(kinds) == ["MemoryAdded", "MemoryReinforced"]
+    # The log entry is written after the view (projections/memories.py): waited for.
+    eventually(
+        lambda: sorted(
+            e["event_type"] for e in pipeline.db["memory_events"].find({"user_id": "bob"})
+        ),
+        lambda kinds: kinds == ["MemoryAdded", "MemoryReinforced"],
+        timeout=10,
+        what="the added and the reinforced event in memory_events, once each",
+    )
 
 
 def test_bad_input_is_dead_lettered_and_processing_goes_on(pipeline_factory: Any) -> None:

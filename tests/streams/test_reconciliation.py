@@ -156,7 +156,12 @@ def test_restatements_back_to_back_are_one_add_and_one_reinforce_while_the_proje
         what="one memory reinforced once",
     )
     assert memory["text"] == "The user plays tennis."
-    assert pipeline.db["memory_events"].count_documents({"user_id": "kai"}) == 2
+    eventually(  # the log entries are written after the view (projections/memories.py)
+        lambda: pipeline.db["memory_events"].count_documents({"user_id": "kai"}),
+        lambda count: count == 2,
+        timeout=10,
+        what="two events in memory_events",
+    )
 
 
 def test_two_users_with_the_same_fact_never_touch_each_others_memories(
