@@ -13,8 +13,9 @@ on the inputs (docs/architecture.md, "Time"):
   same content (a producer retry) is ignored; the same id with other content is a collision,
   rejected with the reason (the stage dead-letters it). Inputs at or below `last_offset` were
   already applied (a redelivery after a crash) and change nothing.
-* **A window fits in one record.** When the next turn would push the window past
-  `max_snapshot_bytes`, the pending turns are promoted first (reason `count`).
+* **A window fits in one record**, and in a prompt budget if one is set. When the next turn
+  would push the window past `max_snapshot_bytes`, the pending turns are promoted first (reason
+  `count`); past `max_tokens` (`handlers.snapshot_size`), likewise with reason `tokens`.
 * **State is bounded by open work.** A window with nothing pending is kept for
   `dedup_horizon` after the session's latest turn (to recognise re-sent turns), then retired:
   the idle command that finds it quiet that long deletes it (`WindowDecision.retired`), in
@@ -41,9 +42,9 @@ from events.base import UtcDatetime, at_stored_precision
 from events.codec import MAX_EVENT_BYTES
 from events.forgetting import SessionForgotten, SessionsForgotten, UserForgotten
 from events.memories import derived_id
-from events.sealed import sealed_text_json_bytes
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import MAX_CONTENT_CHARS, SessionFlushRequested, SessionIdled, TurnRecorded
+from handlers.snapshot_size import snapshot_turn_bytes, turn_tokens
 
 RECENT_TURNS_REMEMBERED = 64
 """How many of a session's latest turn ids the window remembers to recognise a re-sent turn.
@@ -85,6 +86,8 @@ class SessionWindow(BaseModel):
     seq: int = 0
     turns: tuple[SnapshotTurn, ...] = ()
     pending_bytes: int = 0
+    pending_tokens: int = 0
+    """The estimated tokens of the pending turns (`handlers.snapshot_size`)."""
     last_offset: int = -1
     last_activity_at: UtcDatetime | None = None
     """The latest `recorded_at` among the pending turns (None when nothing is pending)."""
@@ -104,7 +107,11 @@ class SessionWindow(BaseModel):
     @classmethod
     def _from_earlier_releases(cls, stored: Any) -> Any:
         """Windows stored by 0.1 kept the processing time of their last turn (`last_turn_at`)
-        and no fingerprints: their pending turns count as active at their own event time."""
+        and no fingerprints: their pending turns count as active at their own event time.
+        Windows stored before `pending_tokens` get it counted from their turns."""
+        if isinstance(stored, dict) and "pending_tokens" not in stored and stored.get("turns"):
+            pending = [SnapshotTurn.model_validate(turn) for turn in stored["turns"]]
+            stored = {**stored, "pending_tokens": sum(map(turn_tokens, pending))}
         if isinstance(stored, dict) and "last_turn_at" in stored:
             stored = {key: value for key, value in stored.items() if key != "last_turn_at"}
             turns = stored.get("turns") or []
@@ -119,6 +126,9 @@ class WindowPolicy:
     max_messages: int
     idle_timeout: timedelta
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+    max_tokens: int | None = None
+    """The estimated tokens a snapshot may hold (None: no limit); a single turn over it is a
+    snapshot of its own."""
     max_turn_chars: int = MAX_CONTENT_CHARS
     dedup_horizon: timedelta = DEFAULT_DEDUP_HORIZON
     """How long a session's window outlives its last turn once nothing is pending: until then a
@@ -131,6 +141,8 @@ class WindowPolicy:
         limit = MAX_EVENT_BYTES - SNAPSHOT_ENVELOPE_BYTES
         if not 10_000 <= self.max_snapshot_bytes <= limit:
             raise ValueError(f"max_snapshot_bytes must be between 10000 and {limit}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1 (or None: no limit)")
 
 
 @dataclass(frozen=True)
@@ -188,7 +200,9 @@ def forgotten_turns(window: SessionWindow) -> SessionWindow:
     What stays is no content: the numbering (`seq`, so a later snapshot of a reused session id
     is numbered on) and the ids and fingerprints of recent turns, so a producer's late retry of
     a forgotten turn is still recognised and not recorded again."""
-    return window.model_copy(update={"turns": (), "pending_bytes": 0, "last_activity_at": None})
+    return window.model_copy(
+        update={"turns": (), "pending_bytes": 0, "pending_tokens": 0, "last_activity_at": None}
+    )
 
 
 def forget_user_windows(
@@ -232,26 +246,53 @@ def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) ->
             rejected=f"turn too large for a snapshot: {turn.event_id} takes {size} bytes, "
             f"more than max_snapshot_bytes ({policy.max_snapshot_bytes})",
         )
+    tokens = turn_tokens(pending)
     snapshots: list[SnapshotPromoted] = []
-    if window.turns and window.pending_bytes + size > policy.max_snapshot_bytes:
-        window, snapshot = _promote(window, "count", turn.recorded_at)
+    if window.turns and (reason := _full_before(window, size, tokens, policy)) is not None:
+        window, snapshot = _promote(window, reason, turn.recorded_at)
         snapshots.append(snapshot)
-    window = _with_turn(window, turn, pending, size, fingerprint)
-    if len(window.turns) >= policy.max_messages:
-        window, snapshot = _promote(window, "count", turn.recorded_at)
+    window = _with_turn(window, turn, pending, (size, tokens), fingerprint)
+    if (reason := _full_after(window, policy)) is not None:
+        window, snapshot = _promote(window, reason, turn.recorded_at)
         snapshots.append(snapshot)
     return WindowDecision(window, tuple(snapshots))
 
 
+def _full_before(
+    window: SessionWindow, size: int, tokens: int, policy: WindowPolicy
+) -> PromotionReason | None:
+    """Why the pending turns go first: the next turn would take them past a budget."""
+    if window.pending_bytes + size > policy.max_snapshot_bytes:
+        return "count"
+    if policy.max_tokens is not None and window.pending_tokens + tokens > policy.max_tokens:
+        return "tokens"
+    return None
+
+
+def _full_after(window: SessionWindow, policy: WindowPolicy) -> PromotionReason | None:
+    """Why the window is promoted with its newest turn: it is full."""
+    if len(window.turns) >= policy.max_messages:
+        return "count"
+    if policy.max_tokens is not None and window.pending_tokens >= policy.max_tokens:
+        return "tokens"
+    return None
+
+
 def _with_turn(
-    window: SessionWindow, turn: TurnRecorded, pending: SnapshotTurn, size: int, fingerprint: str
+    window: SessionWindow,
+    turn: TurnRecorded,
+    pending: SnapshotTurn,
+    cost: tuple[int, int],
+    fingerprint: str,
 ) -> SessionWindow:
     last = window.last_activity_at
     recent = (*window.recent, RecentTurn(turn_id=turn.event_id, fingerprint=fingerprint))
+    size, tokens = cost
     return window.model_copy(
         update={
             "turns": (*window.turns, pending),
             "pending_bytes": window.pending_bytes + size,
+            "pending_tokens": window.pending_tokens + tokens,
             "last_activity_at": turn.recorded_at if last is None else max(last, turn.recorded_at),
             "agent_id": turn.agent_id or window.agent_id,
             "recent": recent[-RECENT_TURNS_REMEMBERED:],
@@ -296,7 +337,13 @@ def _promote(
         turns=window.turns,
     )
     closed = window.model_copy(
-        update={"seq": window.seq + 1, "turns": (), "pending_bytes": 0, "last_activity_at": None}
+        update={
+            "seq": window.seq + 1,
+            "turns": (),
+            "pending_bytes": 0,
+            "pending_tokens": 0,
+            "last_activity_at": None,
+        }
     )
     return closed, snapshot
 
@@ -329,60 +376,6 @@ def turn_fingerprint(turn: TurnRecorded) -> str:
     """
     fields = at_stored_precision(turn.model_dump(exclude={"recorded_at"}))
     return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
-
-
-def snapshot_turn_bytes(turn: SnapshotTurn, *, sealed: bool = False) -> int:
-    """The bytes one turn adds to an encoded snapshot (its JSON and a separating comma), with
-    its `content` and `name` sealed when `sealed` (`handlers.sealed_events`)."""
-    fields = turn.model_dump(mode="json")
-    if not sealed:
-        return len(orjson.dumps(fields)) + 1
-    size = 0
-    for name in ("content", "name"):
-        if fields[name]:
-            size += sealed_text_json_bytes(fields[name])
-            fields[name] = ""  # its place in the JSON: two quotes, counted off below
-            size -= 2
-    return len(orjson.dumps(fields)) + size + 1
-
-
-@dataclass(frozen=True)
-class IdleRequest:
-    """The idle timer's last request for a session: for which window, at what wall time."""
-
-    window_seq: int
-    at: datetime
-
-
-def should_request_idle(
-    window: SessionWindow,
-    now: datetime,
-    policy: WindowPolicy,
-    last_request: IdleRequest | None,
-) -> bool:
-    """Whether the idle timer should write an idle command for `window` at wall time `now`.
-
-    Only for a window idle as of `now` (one with pending turns to promote, or one with nothing
-    pending to retire), and not again for the same window until another `idle_timeout` (at
-    least a second) has passed: the first command may still be on its way.
-    """
-    if not (is_idle(window, now, policy) or is_retired(window, now, policy)):
-        return False
-    if last_request is None or last_request.window_seq != window.seq:
-        return True
-    resend_after = max(policy.idle_timeout, timedelta(seconds=1))
-    return now - last_request.at >= resend_after
-
-
-def idle_command(window: SessionWindow, now: datetime) -> SessionIdled:
-    """The command the idle timer writes to the turns topic for a window idle at `now`."""
-    return SessionIdled(
-        event_id=derived_id("idle", window.user_id, window.session_id, window.seq, now.isoformat()),
-        occurred_at=now,
-        user_id=window.user_id,
-        session_id=window.session_id,
-        window_seq=window.seq,
-    )
 
 
 def sessions_forgotten(

@@ -15,6 +15,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_EMBEDDING_PROVIDER, MEMSTREAM_EMBEDDING_MODEL | embedding.provider, embedding.model |
 | MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
+| MEMSTREAM_WINDOW_MAX_TOKENS | window.max_tokens (estimated tokens per snapshot; unset: none) |
 | MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
 | MEMSTREAM_DEDUP_HORIZON | window.dedup_horizon_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
@@ -227,6 +228,9 @@ class WindowSettings(_Section):
         le=MAX_EVENT_BYTES - SNAPSHOT_ENVELOPE_BYTES,
     )
     """A window is promoted early when its next turn would make the snapshot larger than this."""
+    max_tokens: int | None = Field(default=None, ge=50, le=1_000_000)
+    """A window is promoted early when its next turn would take its estimated tokens past this
+    (`handlers.snapshot_size`); None: no token budget."""
 
 
 class ExtractionSettings(_Section):
@@ -410,6 +414,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_EMBEDDING_MODEL": ("embedding", "model"),
     "MEMSTREAM_EMBEDDING_BASE_URL": ("embedding", "base_url"),
     "MEMSTREAM_MAX_MESSAGES": ("window", "max_messages"),
+    "MEMSTREAM_WINDOW_MAX_TOKENS": ("window", "max_tokens"),
     "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
     "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
     "MEMSTREAM_DEDUP_HORIZON": ("window", "dedup_horizon_seconds"),

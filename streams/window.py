@@ -33,17 +33,15 @@ from events.codec import encode
 from events.forgetting import SessionsForgotten, UserForgotten
 from events.snapshots import SnapshotPromoted
 from handlers.dead_letters import applies_to
+from handlers.idle_timer import IdleRequest, idle_command, should_request_idle
 from handlers.inputs import InvalidRecord, read_turns_record
 from handlers.sealing import KeyDestroyed
 from handlers.window import (
-    IdleRequest,
     SessionWindow,
     WindowInput,
     decide,
     forget_user_windows,
     forgotten_turns,
-    idle_command,
-    should_request_idle,
 )
 from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic

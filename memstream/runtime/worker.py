@@ -45,6 +45,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
             max_messages=settings.window.max_messages,
             idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
             max_snapshot_bytes=settings.window.max_snapshot_bytes,
+            max_tokens=settings.window.max_tokens,
             max_turn_chars=settings.limits.max_turn_chars,
             dedup_horizon=timedelta(seconds=settings.window.dedup_horizon_seconds),
             sealed=settings.memory.seal_content,

@@ -24,7 +24,7 @@ from handlers.sealing import (
     KeyScope,
     SealBroken,
 )
-from handlers.window import snapshot_turn_bytes
+from handlers.snapshot_size import snapshot_turn_bytes
 from tests import factories as f
 from tests.support.keys import Ring
 

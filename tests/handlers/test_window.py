@@ -11,20 +11,19 @@ import pytest
 
 from events import SessionIdled, SnapshotPromoted, TurnRecorded, derived_id, encode, snapshot_id
 from events.codec import MAX_EVENT_BYTES
+from handlers.idle_timer import IdleRequest, idle_command, should_request_idle
+from handlers.snapshot_size import snapshot_turn_bytes, turn_tokens
 from handlers.window import (
     RECENT_TURNS_REMEMBERED,
-    IdleRequest,
     SessionWindow,
     WindowDecision,
     WindowInput,
     WindowPolicy,
     decide,
     forget_user_windows,
-    idle_command,
+    forgotten_turns,
     is_idle,
     is_retired,
-    should_request_idle,
-    snapshot_turn_bytes,
     turn_fingerprint,
 )
 from tests import factories as f
@@ -182,6 +181,73 @@ def test_snapshot_turn_bytes_is_the_encoded_size_plus_a_separator() -> None:
     _, (snap,), _ = feed(turns(3))
     expected = sum(len(orjson.dumps(t.model_dump(mode="json"))) + 1 for t in snap.turns)
     assert sum(snapshot_turn_bytes(t) for t in snap.turns) == expected
+
+
+# --- tokens ---------------------------------------------------------------------------------------
+
+TOKENS_POLICY = WindowPolicy(max_messages=100, idle_timeout=timedelta(seconds=60), max_tokens=40)
+"""A turn of `said(n)` is n + 4 estimated tokens (`handlers.snapshot_size`)."""
+
+
+def said(tokens: int, seconds: float = 0) -> TurnRecorded:
+    """A turn whose content is estimated at `tokens` tokens (four ASCII characters each)."""
+    return recorded(seconds, content="abcd" * tokens)
+
+
+def test_the_pending_turns_are_promoted_before_a_turn_that_would_pass_max_tokens() -> None:
+    sent = [said(10, 0), said(10, 1), said(10, 2)]  # 14 + 14 fit in 40; a third would not
+    window, snapshots, decisions = feed(sent, policy=TOKENS_POLICY)
+    assert [len(d.snapshots) for d in decisions] == [0, 0, 1]
+    (snap,) = snapshots
+    assert [t.turn_id for t in snap.turns] == [t.event_id for t in sent[:2]]
+    assert (snap.reason, snap.occurred_at) == ("tokens", at(2))
+    assert [t.turn_id for t in window.turns] == [sent[2].event_id]
+    assert window.pending_tokens == 14
+
+
+def test_a_window_that_reaches_max_tokens_exactly_is_promoted_with_its_last_turn() -> None:
+    _, snapshots, decisions = feed([said(16), said(16)], policy=TOKENS_POLICY)  # 20 + 20 = 40
+    assert [len(d.snapshots) for d in decisions] == [0, 1]
+    assert [(s.reason, len(s.turns)) for s in snapshots] == [("tokens", 2)]
+
+
+def test_a_single_turn_over_max_tokens_is_a_snapshot_of_its_own() -> None:
+    sent = [said(5), said(100), said(5)]
+    window, snapshots, _ = feed(sent, policy=TOKENS_POLICY)
+    assert [[t.turn_id for t in s.turns] for s in snapshots] == [
+        [sent[0].event_id],
+        [sent[1].event_id],
+    ]
+    assert [s.reason for s in snapshots] == ["tokens", "tokens"]
+    assert [t.turn_id for t in window.turns] == [sent[2].event_id]
+
+
+def test_count_is_the_reason_when_both_budgets_fill_with_the_same_turn() -> None:
+    policy = WindowPolicy(max_messages=2, idle_timeout=timedelta(seconds=60), max_tokens=40)
+    _, (snap,), _ = feed([said(16), said(16)], policy=policy)
+    assert snap.reason == "count"
+
+
+def test_without_max_tokens_the_window_promotes_by_count_alone() -> None:
+    policy = WindowPolicy(max_messages=3, idle_timeout=timedelta(seconds=60))
+    _, snapshots, _ = feed([said(5_000) for _ in range(3)], policy=policy)
+    assert [(s.reason, len(s.turns)) for s in snapshots] == [("count", 3)]
+
+
+def test_a_token_budget_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        WindowPolicy(max_messages=3, idle_timeout=timedelta(seconds=1), max_tokens=0)
+
+
+def test_forgetting_a_session_drops_its_pending_tokens() -> None:
+    window, _, _ = feed([said(10)], policy=TOKENS_POLICY)
+    assert forgotten_turns(window).pending_tokens == 0
+
+
+def test_a_window_stored_before_pending_tokens_counts_them_from_its_turns() -> None:
+    window, _, _ = feed([said(10), said(3)], policy=TOKENS_POLICY)
+    stored = orjson.loads(window.model_dump_json(exclude={"pending_tokens"}))
+    assert SessionWindow.model_validate(stored).pending_tokens == 14 + 7
 
 
 # --- flush ----------------------------------------------------------------------------------------
@@ -489,7 +555,9 @@ def _simulated_log(seed: int, timer_offset: timedelta) -> tuple[list[WindowInput
     window processes the log (each command appended after what was already in the log)."""
     rng = random.Random(seed)
     policy = WindowPolicy(
-        max_messages=rng.randint(1, 6), idle_timeout=timedelta(seconds=rng.choice([5, 30, 60]))
+        max_messages=rng.randint(1, 6),
+        idle_timeout=timedelta(seconds=rng.choice([5, 30, 60])),
+        max_tokens=rng.choice([None, 15, 40]),
     )
     log: list[WindowInput] = []
     window: SessionWindow | None = None
@@ -499,7 +567,8 @@ def _simulated_log(seed: int, timer_offset: timedelta) -> tuple[list[WindowInput
         wall += timedelta(seconds=rng.choice([0, 1, 3, 10, 45, 120]))
         command: WindowInput
         if rng.random() < 0.85:
-            command = turn(content=f"m{offset}", recorded_at=wall, occurred_at=wall)
+            content = f"m{offset}" + " word" * rng.randint(0, 12)
+            command = turn(content=content, recorded_at=wall, occurred_at=wall)
         else:
             command = flush(occurred_at=wall)
         log.append(command)
@@ -557,6 +626,9 @@ def test_every_turn_lands_in_exactly_one_place(seed: int) -> None:
     assert [s.seq for s in snapshots] == list(range(len(snapshots)))
     assert all(1 <= len(s.turns) <= policy.max_messages for s in snapshots)
     assert all(len(s.turns) == policy.max_messages for s in snapshots if s.reason == "count")
+    if policy.max_tokens is not None:  # only a turn over the budget alone may pass it
+        tokens = [sum(map(turn_tokens, s.turns)) for s in snapshots if len(s.turns) > 1]
+        assert all(t <= policy.max_tokens for t in tokens)
     assert len({s.event_id for s in snapshots}) == len(snapshots)
 
 

@@ -1,5 +1,6 @@
 """The log determines the state: a rebuild from the turns topic alone, on fresh topics and a fresh
-database, with workers whose clock runs a day ahead, gives the same read model."""
+database, with workers whose clock runs a day ahead, gives the same read model, with every
+promotion trigger (count, token budget, idle, flush) in the workload."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ FACTS = {
 }
 COMPARED = ("snapshots", "memories", "memory_events", "turns", "profiles")
 DAY = str(24 * 3600)
+TOKEN_BUDGET = {"MEMSTREAM_WINDOW_MAX_TOKENS": "50"}
+LONG_TURN = "c1 " + "a longer turn of ordinary words " * 4
+"""37 estimated tokens (`handlers.snapshot_size`): two of them pass the budget of 50."""
+TURNS = 13
 
 
 def script(pipeline: PipelineHarness) -> None:
@@ -45,7 +50,8 @@ def script(pipeline: PipelineHarness) -> None:
 
 
 def mixed_workload(pipeline: PipelineHarness) -> int:
-    """Count, idle and flush promotions for two users; returns how many snapshots it makes."""
+    """Count, token, idle and flush promotions for three users; returns how many snapshots it
+    makes."""
     say = pipeline.record
     say("ann", "a1", [{"role": "user", "content": f"a1 turn {i}"} for i in range(3)])
     say("ann", "a1", [{"role": "user", "name": "Ann", "content": "I work at Stripe."}])  # count
@@ -54,7 +60,9 @@ def mixed_workload(pipeline: PipelineHarness) -> int:
     say("ann", "a1", [{"role": "assistant", "content": "Noted!"}])
     pipeline.flush("ann", "a1")  # flush
     pipeline.flush("bob", "b1")  # flush
-    return 5
+    say("cy", "c1", [{"role": "user", "content": LONG_TURN} for _ in range(2)])  # tokens
+    pipeline.flush("cy", "c1")  # flush
+    return 7
 
 
 def read_model(pipeline: PipelineHarness) -> dict[str, list[dict[str, Any]]]:
@@ -81,7 +89,7 @@ def settled(pipeline: PipelineHarness, snapshots: int) -> dict[str, list[dict[st
         } <= {(p["_id"], field) for p in model["profiles"] for field in p["fields"]}
         return (
             len(whole) == snapshots
-            and len(model["turns"]) == 11
+            and len(model["turns"]) == TURNS
             and linked
             and expanded
             and profiled
@@ -95,18 +103,20 @@ def settled(pipeline: PipelineHarness, snapshots: int) -> dict[str, list[dict[st
 def test_a_rebuild_from_the_turns_topic_with_another_clock_gives_the_same_read_model(
     pipeline_factory: Any,
 ) -> None:
-    first: PipelineHarness = pipeline_factory()
+    first: PipelineHarness = pipeline_factory(**TOKEN_BUDGET)
     script(first)
     expected = mixed_workload(first)
     live = settled(first, expected)
     reasons = sorted(s["reason"] for s in live["snapshots"])
-    assert reasons == ["count", "count", "flush", "flush", "idle"]
+    assert reasons == ["count", "count", "flush", "flush", "flush", "idle", "tokens"]
     assert len(live["memories"]) == 2
 
-    rebuilt: PipelineHarness = pipeline_factory(started=False, MEMSTREAM_CLOCK_OFFSET_SECONDS=DAY)
+    rebuilt: PipelineHarness = pipeline_factory(
+        started=False, MEMSTREAM_CLOCK_OFFSET_SECONDS=DAY, **TOKEN_BUDGET
+    )
     script(rebuilt)
     copied = copy_turns(first, rebuilt)
-    assert copied >= 11 + 2  # the turns, the flushes and the live run's idle command(s)
+    assert copied >= TURNS + 3  # the turns, the flushes and the live run's idle command(s)
     rebuilt.start()
     replayed = settled(rebuilt, expected)
 
