@@ -17,10 +17,11 @@ from events.base import Event, Identifier, UtcDatetime
 from events.memories import LLMUsage, MemoryDecision, MemoryType, upcast_decisions
 from events.turns import Role
 
-PromotionReason = Literal["count", "tokens", "idle", "flush"]
+PromotionReason = Literal["count", "tokens", "topic_shift", "idle", "flush"]
 """`count`: the window is full (`max_messages` turns, or the next turn would cross the snapshot
 byte budget); `tokens`: the next turn would cross the window's token budget (`max_tokens`, an
-estimate: `handlers.token_estimate`); `idle`: the session went quiet; `flush`: the application
+estimate: `handlers.snapshot_size`); `topic_shift`: the next turn's embedding is far from the
+window's (`handlers.topic_shift`); `idle`: the session went quiet; `flush`: the application
 ended the session."""
 
 _SNAPSHOT_NAMESPACE = uuid.UUID("6f1c8a52-3f7e-4d8b-9a43-0c2d6f1e9b10")

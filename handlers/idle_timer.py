@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 
 from events.memories import derived_id
 from events.turns import SessionIdled
-from handlers.window import SessionWindow, WindowPolicy, is_idle, is_retired
+from handlers.session_window import SessionWindow
+from handlers.window import WindowPolicy, is_idle, is_retired
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ So the rule of what is sealed lives here once, for every writer and reader.
   `SnapshotExtracted` or `MemorySaved`): `content` (as JSON), `embedding` (float64s),
   `reason`, `merged_attributes` (JSON); the memory's key; the decision's `event_id`.
 * `MemorySaveRequested`: `content` (JSON); the user's key; the save's `event_id`.
+* A stored session window (`handlers.session_window`): its pending turns as a snapshot's, and
+  its mean embedding `topic` (float64s, topic shift on); the session's key; the item `topic`.
 
 A turn sealed into a snapshot seals to the same bytes it had on the turns topic: the nonce is
 synthetic (`handlers.sealing.synthetic_nonce`) and the item id is the turn's.
@@ -65,6 +67,7 @@ _DECISION_FIELDS: tuple[tuple[str, FieldKind], ...] = (
     ("merged_attributes", "json"),
 )
 _SAVE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("content", "json"),)
+_TOPIC_FIELDS: tuple[tuple[str, FieldKind], ...] = (("topic", "vector"),)
 _FAILURE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("failure", "text"),)
 MEMORY_EVENT_TYPES = frozenset({"MemoryAdded", "MemoryUpdated", "MemoryReinforced"})
 RESULT_EVENT_TYPES = frozenset({"SnapshotExtracted", "MemorySaved"})
@@ -189,7 +192,7 @@ def without_sealed_turns(payload: dict[str, Any]) -> dict[str, Any]:
     for place in _window_places(payload):
         for name, _ in place.fields:
             if is_sealed(place.holder.get(name)):
-                place.holder[name] = "" if name == "content" else None
+                place.holder[name] = _EMPTIED.get(name)
     return payload
 
 
@@ -248,12 +251,19 @@ def _places(payload: dict[str, Any]) -> Iterator[_Place]:
             yield _Place(payload, _SAVE_FIELDS, "user", user, None, item)
 
 
+_EMPTIED: dict[str, Any] = {"content": "", "topic": []}
+"""What `without_sealed_turns` leaves in a sealed field (None for the others)."""
+
+
 def _window_places(payload: dict[str, Any]) -> Iterator[_Place]:
-    """The turns of a snapshot or a stored window: each bound to its turn id."""
+    """The turns of a snapshot or a stored window, each bound to its turn id, and a stored
+    window's mean embedding (`topic`)."""
     turns = payload.get("turns")
     for turn in turns if isinstance(turns, list) else ():
         if isinstance(turn, dict):
             yield from _session_place(payload, turn, _TURN_FIELDS, turn.get("turn_id"))
+    if payload.get("topic"):
+        yield from _session_place(payload, payload, _TOPIC_FIELDS, "topic")
 
 
 def _session_place(

@@ -15,7 +15,8 @@ on the inputs (docs/architecture.md, "Time"):
   already applied (a redelivery after a crash) and change nothing.
 * **A window fits in one record**, and in a prompt budget if one is set. When the next turn
   would push the window past `max_snapshot_bytes`, the pending turns are promoted first (reason
-  `count`); past `max_tokens` (`handlers.snapshot_size`), likewise with reason `tokens`.
+  `count`); past `max_tokens` (`handlers.snapshot_size`), likewise with reason `tokens`; off
+  the window's topic (`handlers.topic_shift`), with reason `topic_shift`.
 * **State is bounded by open work.** A window with nothing pending is kept for
   `dedup_horizon` after the session's latest turn (to recognise re-sent turns), then retired:
   the idle command that finds it quiet that long deletes it (`WindowDecision.retired`), in
@@ -33,24 +34,19 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, model_validator
 
-from events.base import UtcDatetime, at_stored_precision
+from events.base import at_stored_precision
 from events.codec import MAX_EVENT_BYTES
 from events.forgetting import SessionForgotten, SessionsForgotten, UserForgotten
 from events.memories import derived_id
 from events.snapshots import PromotionReason, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import MAX_CONTENT_CHARS, SessionFlushRequested, SessionIdled, TurnRecorded
+from handlers.session_window import NO_TOPIC, RECENT_TURNS_REMEMBERED, RecentTurn, SessionWindow
 from handlers.snapshot_size import snapshot_turn_bytes, turn_tokens
+from handlers.topic_shift import TopicShiftPolicy, TurnVector, is_topic_shift, topic_with
 
-RECENT_TURNS_REMEMBERED = 64
-"""How many of a session's latest turn ids the window remembers to recognise a re-sent turn.
-
-A producer retry or a re-sent record arrives within moments of the original, at most a window
-later; 64 covers three full windows at the default `max_messages` (20) at ~60 bytes each."""
 SNAPSHOT_ENVELOPE_BYTES = 2_000
 """An upper bound on a snapshot's bytes besides its turns (ids up to 200 characters, times …)."""
 DEFAULT_DEDUP_HORIZON = timedelta(hours=1)
@@ -66,59 +62,6 @@ DEFAULT_MAX_SNAPSHOT_BYTES = 512_000
 200 kB encoded even if every character needs a 6-byte escape) always fits."""
 
 
-class RecentTurn(BaseModel):
-    """A turn id the window has seen, with a fingerprint of what it said."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    turn_id: str
-    fingerprint: str
-
-
-class SessionWindow(BaseModel):
-    """The open window of one session: its pending turns and what the window needs to decide."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    user_id: str
-    session_id: str
-    agent_id: str | None = None
-    seq: int = 0
-    turns: tuple[SnapshotTurn, ...] = ()
-    pending_bytes: int = 0
-    pending_tokens: int = 0
-    """The estimated tokens of the pending turns (`handlers.snapshot_size`)."""
-    last_offset: int = -1
-    last_activity_at: UtcDatetime | None = None
-    """The latest `recorded_at` among the pending turns (None when nothing is pending)."""
-    recent: tuple[RecentTurn, ...] = ()
-    latest_input_at: UtcDatetime | None = None
-    """The latest `recorded_at` of the session's turns, or the time of a forget request of it:
-    the dedup horizon counts from here (None: stored before the field existed)."""
-    partition: int | None = None
-    """The turns-topic partition the session's records arrive on (None: stored before the field
-    existed, or not told), so a user's forget request on that partition finds the window."""
-
-    @classmethod
-    def opened(cls, user_id: str, session_id: str) -> SessionWindow:
-        return cls(user_id=user_id, session_id=session_id)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_earlier_releases(cls, stored: Any) -> Any:
-        """Windows stored by 0.1 kept the processing time of their last turn (`last_turn_at`)
-        and no fingerprints: their pending turns count as active at their own event time.
-        Windows stored before `pending_tokens` get it counted from their turns."""
-        if isinstance(stored, dict) and "pending_tokens" not in stored and stored.get("turns"):
-            pending = [SnapshotTurn.model_validate(turn) for turn in stored["turns"]]
-            stored = {**stored, "pending_tokens": sum(map(turn_tokens, pending))}
-        if isinstance(stored, dict) and "last_turn_at" in stored:
-            stored = {key: value for key, value in stored.items() if key != "last_turn_at"}
-            turns = stored.get("turns") or []
-            stored["last_activity_at"] = turns[-1]["occurred_at"] if turns else None
-        return stored
-
-
 @dataclass(frozen=True)
 class WindowPolicy:
     """When a session becomes eligible for promotion."""
@@ -129,6 +72,8 @@ class WindowPolicy:
     max_tokens: int | None = None
     """The estimated tokens a snapshot may hold (None: no limit); a single turn over it is a
     snapshot of its own."""
+    topic_shift: TopicShiftPolicy | None = None
+    """When a turn off the window's topic promotes the pending turns (None: never)."""
     max_turn_chars: int = MAX_CONTENT_CHARS
     dedup_horizon: timedelta = DEFAULT_DEDUP_HORIZON
     """How long a session's window outlives its last turn once nothing is pending: until then a
@@ -170,8 +115,10 @@ def decide(
     offset: int,
     policy: WindowPolicy,
     partition: int | None = None,
+    vector: TurnVector | None = None,
 ) -> WindowDecision:
-    """Apply one input, read at turns-topic `offset` (of `partition`), to its session's window."""
+    """Apply one input, read at turns-topic `offset` (of `partition`), to its session's window;
+    `vector` is a turn's embedding when the topic-shift trigger is on."""
     current = window or SessionWindow.opened(command.user_id, command.session_id)
     if offset <= current.last_offset:
         return WindowDecision(current, ignored=f"offset {offset} already applied")
@@ -185,7 +132,7 @@ def decide(
         )
         return WindowDecision(forgotten, forgotten=fact)
     if isinstance(command, TurnRecorded):
-        return _on_turn(current, command, policy)
+        return _on_turn(current, command, policy, vector)
     if isinstance(command, SessionFlushRequested):
         if not current.turns:
             return WindowDecision(current, ignored="nothing pending")
@@ -201,7 +148,13 @@ def forgotten_turns(window: SessionWindow) -> SessionWindow:
     is numbered on) and the ids and fingerprints of recent turns, so a producer's late retry of
     a forgotten turn is still recognised and not recorded again."""
     return window.model_copy(
-        update={"turns": (), "pending_bytes": 0, "pending_tokens": 0, "last_activity_at": None}
+        update={
+            "turns": (),
+            "pending_bytes": 0,
+            "pending_tokens": 0,
+            **NO_TOPIC,
+            "last_activity_at": None,
+        }
     )
 
 
@@ -222,7 +175,9 @@ def forget_user_windows(
     return [forgotten_turns(window) for window in mine], fact
 
 
-def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) -> WindowDecision:
+def _on_turn(
+    window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy, vector: TurnVector | None
+) -> WindowDecision:
     fingerprint = turn_fingerprint(turn)
     seen = next((r.fingerprint for r in window.recent if r.turn_id == turn.event_id), None)
     if seen == fingerprint:
@@ -248,10 +203,15 @@ def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) ->
         )
     tokens = turn_tokens(pending)
     snapshots: list[SnapshotPromoted] = []
-    if window.turns and (reason := _full_before(window, size, tokens, policy)) is not None:
+    if window.turns and (reason := _full_before(window, size, tokens, policy, vector)) is not None:
         window, snapshot = _promote(window, reason, turn.recorded_at)
         snapshots.append(snapshot)
     window = _with_turn(window, turn, pending, (size, tokens), fingerprint)
+    if vector is not None:
+        topic, count = topic_with(window.topic, window.topic_model, window.topic_turns, vector)
+        window = window.model_copy(
+            update={"topic": topic, "topic_model": vector.model, "topic_turns": count}
+        )
     if (reason := _full_after(window, policy)) is not None:
         window, snapshot = _promote(window, reason, turn.recorded_at)
         snapshots.append(snapshot)
@@ -259,14 +219,19 @@ def _on_turn(window: SessionWindow, turn: TurnRecorded, policy: WindowPolicy) ->
 
 
 def _full_before(
-    window: SessionWindow, size: int, tokens: int, policy: WindowPolicy
+    window: SessionWindow, size: int, tokens: int, policy: WindowPolicy, vector: TurnVector | None
 ) -> PromotionReason | None:
-    """Why the pending turns go first: the next turn would take them past a budget."""
+    """Why the pending turns go first: the next turn would take them past a budget, or off
+    their topic."""
     if window.pending_bytes + size > policy.max_snapshot_bytes:
         return "count"
     if policy.max_tokens is not None and window.pending_tokens + tokens > policy.max_tokens:
         return "tokens"
-    return None
+    shift = policy.topic_shift
+    if shift is None or vector is None:
+        return None
+    leaves = is_topic_shift(window.topic, window.topic_model, window.topic_turns, vector, shift)
+    return "topic_shift" if leaves else None
 
 
 def _full_after(window: SessionWindow, policy: WindowPolicy) -> PromotionReason | None:
@@ -342,6 +307,7 @@ def _promote(
             "turns": (),
             "pending_bytes": 0,
             "pending_tokens": 0,
+            **NO_TOPIC,
             "last_activity_at": None,
         }
     )

@@ -16,6 +16,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_EMBEDDING_BASE_URL | embedding.base_url (defaults to llm.base_url) |
 | MEMSTREAM_MAX_MESSAGES | window.max_messages |
 | MEMSTREAM_WINDOW_MAX_TOKENS | window.max_tokens (estimated tokens per snapshot; unset: none) |
+| MEMSTREAM_TOPIC_SHIFT_THRESHOLD, MEMSTREAM_TOPIC_SHIFT_MIN_TURNS | window.topic_shift_* |
 | MEMSTREAM_IDLE_TIMEOUT | window.idle_timeout_seconds |
 | MEMSTREAM_DEDUP_HORIZON | window.dedup_horizon_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
@@ -231,6 +232,11 @@ class WindowSettings(_Section):
     max_tokens: int | None = Field(default=None, ge=50, le=1_000_000)
     """A window is promoted early when its next turn would take its estimated tokens past this
     (`handlers.snapshot_size`); None: no token budget."""
+    topic_shift_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
+    """A window is promoted early when its next turn's embedding has a cosine similarity below
+    this with the mean of its pending turns' (`handlers.topic_shift`); None: no such trigger."""
+    topic_shift_min_turns: int = Field(default=2, ge=1, le=1_000)
+    """The embedded turns a window holds before a turn can leave its topic."""
 
 
 class ExtractionSettings(_Section):
@@ -415,6 +421,8 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_EMBEDDING_BASE_URL": ("embedding", "base_url"),
     "MEMSTREAM_MAX_MESSAGES": ("window", "max_messages"),
     "MEMSTREAM_WINDOW_MAX_TOKENS": ("window", "max_tokens"),
+    "MEMSTREAM_TOPIC_SHIFT_THRESHOLD": ("window", "topic_shift_threshold"),
+    "MEMSTREAM_TOPIC_SHIFT_MIN_TURNS": ("window", "topic_shift_min_turns"),
     "MEMSTREAM_IDLE_TIMEOUT": ("window", "idle_timeout_seconds"),
     "MEMSTREAM_IDLE_CHECK_INTERVAL": ("window", "idle_check_interval_seconds"),
     "MEMSTREAM_DEDUP_HORIZON": ("window", "dedup_horizon_seconds"),

@@ -25,7 +25,7 @@ from handlers.sealed_events import (
     sealer,
     without_sealed_turns,
 )
-from handlers.window import SessionWindow
+from handlers.session_window import SessionWindow
 
 T = TypeVar("T")
 Read = Callable[[bytes | None, bytes | None, KeyRing | None], T]

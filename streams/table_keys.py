@@ -18,7 +18,7 @@ from __future__ import annotations
 from faust.types import TP
 
 from events.turns import session_key
-from handlers.window import SessionWindow
+from handlers.session_window import SessionWindow
 
 PROGRESS_KEY_PREFIX = b"\x00applied|"
 

@@ -14,6 +14,9 @@ The table holds only open work: sessions with pending turns, and quiet ones unti
 compacted topic whose deleted windows the broker removes (`streams.app.COMPACTED_CHANGELOG`), so
 a worker that starts replays the open windows, not every session ever seen.
 
+With the topic-shift trigger on, the batch's turns are embedded first, in one call (through
+outages), and each turn's vector goes with it into the decision (`handlers.topic_shift`).
+
 The idle timer runs on every worker over the windows of its own partitions. It uses the wall
 clock only to notice a quiet session; what it decides goes through the turns topic as a
 `SessionIdled` command stamped with that time, and the window judges the command by its time —
@@ -22,6 +25,7 @@ promoting a session with pending turns, retiring one with nothing pending.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,24 +36,22 @@ import faust
 from events.codec import encode
 from events.forgetting import SessionsForgotten, UserForgotten
 from events.snapshots import SnapshotPromoted
+from events.turns import TurnRecorded
 from handlers.dead_letters import applies_to
 from handlers.idle_timer import IdleRequest, idle_command, should_request_idle
 from handlers.inputs import InvalidRecord, read_turns_record
+from handlers.ports import Embedder
 from handlers.sealing import KeyDestroyed
-from handlers.window import (
-    SessionWindow,
-    WindowInput,
-    decide,
-    forget_user_windows,
-    forgotten_turns,
-)
+from handlers.session_window import SessionWindow
+from handlers.topic_shift import TurnVector, turn_vector
+from handlers.window import WindowInput, decide, forget_user_windows, forgotten_turns
 from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.consuming import apply_batches
 from streams.dead_letters import dead_letter
 from streams.progress import TableProgress, guard_partitions, highest_offsets
 from streams.records import InputRecord
-from streams.retrying import apply_or_dead_letter
+from streams.retrying import apply_or_dead_letter, through_outages
 from streams.sealing import NO_KEYS, StageKeys, window_facts
 from streams.sending import Outgoing, sent_in_key_order
 from streams.settings import Clock, StreamSettings, utc_now
@@ -71,15 +73,23 @@ class _Batch:
 
     windows: dict[bytes, tuple[int, SessionWindow | None]] = field(default_factory=dict)
     outgoing: list[Outgoing] = field(default_factory=list)
+    vectors: dict[str, TurnVector] = field(default_factory=dict)
+    """The embeddings of the batch's turns by turn id (topic shift on only)."""
 
 
 class WindowStage:
     """The window's decisions wired to its table and topics."""
 
     def __init__(
-        self, app: faust.App, settings: StreamSettings, clock: Clock, keys: StageKeys
+        self,
+        app: faust.App,
+        settings: StreamSettings,
+        clock: Clock,
+        keys: StageKeys,
+        embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings
+        self.embedder = embedder if settings.window.topic_shift is not None else None
         self.clock = clock
         self.keys = keys
         self.turns = raw_topic(app, settings.topics.turns, settings)
@@ -104,7 +114,7 @@ class WindowStage:
 
     async def apply_batch(self, records: Sequence[InputRecord]) -> None:
         """Decide every record, send what it promoted, then store the windows and progress."""
-        batch = _Batch()
+        batch = _Batch(vectors=await self.turn_vectors(records))
         for record in records:
             applied = apply_or_dead_letter(
                 partial(self.apply, batch=batch), self.dead_letters, stage=STAGE, clock=self.clock
@@ -121,6 +131,34 @@ class WindowStage:
                 set_in_partition(self.windows, partition, key, stored)
                 self.opened[key] = (stored, window)
         await self.progress.store(highest_offsets(records))
+
+    async def turn_vectors(self, records: Sequence[InputRecord]) -> dict[str, TurnVector]:
+        """The embeddings of the batch's turns, in one call, when the topic-shift trigger is on.
+
+        A record that cannot be read is left to `apply`, which says why. Outages of the key
+        store and the embedder are waited out; a batch the embedder refuses (not an outage) is
+        logged and decided without vectors, so no turn of it starts a new topic."""
+        if self.embedder is None:
+            return {}
+        turns: list[TurnRecorded] = []
+        for record in records:
+            read = partial(self.keys.read, read_turns_record, record.key, record.value)
+            try:
+                command = await through_outages(read, f"reading {record.position}")
+            except (KeyDestroyed, InvalidRecord):
+                continue
+            if isinstance(command, TurnRecorded):
+                turns.append(command)
+        if not turns:
+            return {}
+        embed = partial(asyncio.to_thread, self.embedder.embed, [t.content for t in turns])
+        try:
+            vectors = await through_outages(embed, f"embedding {len(turns)} turns")
+        except Exception:
+            log.exception("the embedder refused %d turns: decided without topic", len(turns))
+            return {}
+        model = self.embedder.model_name
+        return {t.event_id: turn_vector(model, v) for t, v in zip(turns, vectors, strict=True)}
 
     async def apply(self, record: InputRecord, batch: _Batch) -> None:
         """Decide one record against the batch's windows; nothing is written until the batch
@@ -148,6 +186,7 @@ class WindowStage:
             offset=record.offset,
             policy=self.settings.window,
             partition=record.partition,
+            vector=batch.vectors.get(command.event_id),
         )
         if decision.rejected:
             await self._dead_letter(record, decision.rejected)
@@ -253,10 +292,14 @@ class WindowStage:
 
 
 def create_window_app(
-    settings: StreamSettings, clock: Clock = utc_now, keys: StageKeys = NO_KEYS
+    settings: StreamSettings,
+    clock: Clock = utc_now,
+    keys: StageKeys = NO_KEYS,
+    embedder: Embedder | None = None,
 ) -> faust.App:
+    """The window stage; `embedder` embeds turns for the topic-shift trigger when it is on."""
     app = faust_app(STAGE, settings)
-    stage = WindowStage(app, settings, clock, keys)
+    stage = WindowStage(app, settings, clock, keys, embedder)
 
     @app.agent(stage.turns, concurrency=1)
     async def promote_sessions(stream: faust.StreamT[bytes]) -> None:

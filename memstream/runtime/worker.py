@@ -15,6 +15,7 @@ from pymongo.database import Database
 from events.memories import MEMORY_TYPES
 from handlers.extraction.base import ExtractionLimits
 from handlers.key_ring import StoreKeyRing
+from handlers.topic_shift import TopicShiftPolicy
 from handlers.window import WindowPolicy
 from memstream.config import Settings
 from memstream.keystore.sealing import data_key_store
@@ -46,6 +47,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
             idle_timeout=timedelta(seconds=settings.window.idle_timeout_seconds),
             max_snapshot_bytes=settings.window.max_snapshot_bytes,
             max_tokens=settings.window.max_tokens,
+            topic_shift=topic_shift_policy(settings),
             max_turn_chars=settings.limits.max_turn_chars,
             dedup_horizon=timedelta(seconds=settings.window.dedup_horizon_seconds),
             sealed=settings.memory.seal_content,
@@ -69,6 +71,14 @@ def stream_settings(settings: Settings) -> StreamSettings:
         security=kafka.security,
         drain_seconds=settings.operations.drain_seconds,
     )
+
+
+def topic_shift_policy(settings: Settings) -> TopicShiftPolicy | None:
+    """The window's topic-shift trigger, when a threshold is set."""
+    threshold = settings.window.topic_shift_threshold
+    if threshold is None:
+        return None
+    return TopicShiftPolicy(threshold, settings.window.topic_shift_min_turns)
 
 
 CLOCK_OFFSET_VARIABLE = "MEMSTREAM_CLOCK_OFFSET_SECONDS"
@@ -95,7 +105,12 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
     if stage == "window":
         from streams.window import create_window_app
 
-        return create_window_app(streams, clock, stage_keys(settings, clock))
+        topic_embedder = None
+        if settings.window.topic_shift_threshold is not None:
+            from memstream.providers.clients import embedder
+
+            topic_embedder = embedder(settings.embedding, settings.llm)
+        return create_window_app(streams, clock, stage_keys(settings, clock), topic_embedder)
     if stage == "projector":
         from streams.projector import create_projector_app
 

@@ -21,7 +21,8 @@ from events.memories import MEMORY_TYPES
 from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import SessionFlushRequested, TurnRecorded
 from handlers.extraction.registry import extractor_for
-from handlers.window import SessionWindow, WindowPolicy, decide
+from handlers.session_window import SessionWindow
+from handlers.window import WindowPolicy, decide
 
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
 POLICY = WindowPolicy(max_messages=20, idle_timeout=timedelta(minutes=5))

@@ -18,7 +18,8 @@ from bench.suites.window import (
 )
 from events.codec import encode
 from events.snapshots import SnapshotPromoted
-from handlers.window import SessionWindow, WindowPolicy, decide
+from handlers.session_window import SessionWindow
+from handlers.window import WindowPolicy, decide
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 

@@ -184,3 +184,24 @@ def test_a_ring_that_misses_a_key_says_how_to_fetch_it() -> None:
         sealed(f.turn(), Cold())
     missed.value.fetch()
     assert fetched == [f.turn().user_id]
+
+
+def test_a_stored_windows_topic_is_sealed_with_its_turns_and_emptied_when_forgotten() -> None:
+    from handlers.sealed_events import open_window, seal_window, without_sealed_turns
+    from handlers.session_window import SessionWindow
+
+    ring = Ring()
+    window = SessionWindow(
+        user_id="u1",
+        session_id="s1",
+        turns=(f.snapshot_turn(content="I work at Stripe"),),
+        topic=(0.25, -0.5),
+        topic_model="m",
+        topic_turns=1,
+    )
+    stored = orjson.dumps(seal_window(window.model_dump(mode="json"), ring))
+    assert b"Stripe" not in stored and b"0.25" not in stored
+    opened_back = open_window(orjson.loads(stored), ring)
+    assert SessionWindow.model_validate(opened_back) == window
+    facts = SessionWindow.model_validate(without_sealed_turns(orjson.loads(stored)))
+    assert (facts.topic, facts.topic_turns, facts.turns[0].content) == ((), 1, "")

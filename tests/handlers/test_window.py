@@ -12,10 +12,10 @@ import pytest
 from events import SessionIdled, SnapshotPromoted, TurnRecorded, derived_id, encode, snapshot_id
 from events.codec import MAX_EVENT_BYTES
 from handlers.idle_timer import IdleRequest, idle_command, should_request_idle
+from handlers.session_window import RECENT_TURNS_REMEMBERED, SessionWindow
 from handlers.snapshot_size import snapshot_turn_bytes, turn_tokens
+from handlers.topic_shift import TopicShiftPolicy, TurnVector
 from handlers.window import (
-    RECENT_TURNS_REMEMBERED,
-    SessionWindow,
     WindowDecision,
     WindowInput,
     WindowPolicy,
@@ -248,6 +248,62 @@ def test_a_window_stored_before_pending_tokens_counts_them_from_its_turns() -> N
     window, _, _ = feed([said(10), said(3)], policy=TOKENS_POLICY)
     stored = orjson.loads(window.model_dump_json(exclude={"pending_tokens"}))
     assert SessionWindow.model_validate(stored).pending_tokens == 14 + 7
+
+
+# --- topic shift ----------------------------------------------------------------------------------
+
+SHIFT_POLICY = WindowPolicy(
+    max_messages=100,
+    idle_timeout=timedelta(seconds=60),
+    topic_shift=TopicShiftPolicy(threshold=0.5, min_turns=2),
+)
+TENNIS, PASTA = TurnVector("m", (1.0, 0.0)), TurnVector("m", (0.0, 1.0))
+
+
+def feed_with_vectors(
+    sent: Sequence[tuple[TurnRecorded, TurnVector | None]], policy: WindowPolicy = SHIFT_POLICY
+) -> tuple[SessionWindow, list[SnapshotPromoted]]:
+    window: SessionWindow | None = None
+    snapshots: list[SnapshotPromoted] = []
+    for offset, (command, vector) in enumerate(sent):
+        decision = decide(window, command, offset=offset, policy=policy, vector=vector)
+        window = decision.window
+        snapshots.extend(decision.snapshots)
+    assert window is not None
+    return window, snapshots
+
+
+def test_a_turn_off_the_windows_topic_promotes_the_pending_turns_first() -> None:
+    sent = [(recorded(0), TENNIS), (recorded(1), TENNIS), (recorded(2), PASTA)]
+    window, (snap,) = feed_with_vectors(sent)
+    assert (snap.reason, snap.occurred_at) == ("topic_shift", at(2))
+    assert [t.turn_id for t in snap.turns] == [sent[0][0].event_id, sent[1][0].event_id]
+    assert [t.turn_id for t in window.turns] == [sent[2][0].event_id]
+    assert (window.topic, window.topic_model, window.topic_turns) == ((0.0, 1.0), "m", 1)
+
+
+def test_a_window_below_min_turns_has_no_topic_to_leave() -> None:
+    _, snapshots = feed_with_vectors([(recorded(0), TENNIS), (recorded(1), PASTA)])
+    assert snapshots == []
+
+
+def test_turns_without_a_vector_neither_shift_nor_count_toward_the_topic() -> None:
+    sent = [(recorded(0), TENNIS), (recorded(1), None), (recorded(2), PASTA)]
+    window, snapshots = feed_with_vectors(sent)
+    assert snapshots == [] and window.topic_turns == 2
+
+
+def test_without_the_trigger_vectors_change_no_promotion() -> None:
+    sent = [(recorded(i), vector) for i, vector in enumerate([TENNIS, TENNIS, PASTA])]
+    _, snapshots = feed_with_vectors(sent, policy=TOKENS_POLICY)
+    assert snapshots == []
+
+
+def test_every_promotion_and_forgetting_clears_the_topic() -> None:
+    window, _ = feed_with_vectors([(recorded(0), TENNIS), (recorded(1), TENNIS)])
+    flushed = decide(window, flush(occurred_at=at(5)), offset=9, policy=SHIFT_POLICY).window
+    for cleared in (flushed, forgotten_turns(window)):
+        assert (cleared.topic, cleared.topic_model, cleared.topic_turns) == ((), None, 0)
 
 
 # --- flush ----------------------------------------------------------------------------------------

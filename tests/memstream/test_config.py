@@ -71,6 +71,7 @@ def test_defaults_run_the_embedded_pipeline() -> None:
     assert settings.window.max_messages == 20
     assert settings.window.idle_timeout_seconds == 300.0
     assert settings.window.max_tokens is None
+    assert settings.window.topic_shift_threshold is None
     assert settings.memory.extraction.enabled == ("semantic", "episodic", "procedural", "taxonomic")
     assert settings.data_dir == Path(".memstream")
 
@@ -124,6 +125,8 @@ def test_file_values_are_read(config_file: Path) -> None:
         ("MEMSTREAM_LLM_MODEL", "env-model", lambda s: s.llm.model),
         ("MEMSTREAM_MAX_MESSAGES", "5", lambda s: s.window.max_messages),
         ("MEMSTREAM_WINDOW_MAX_TOKENS", "4000", lambda s: s.window.max_tokens),
+        ("MEMSTREAM_TOPIC_SHIFT_THRESHOLD", "0.25", lambda s: s.window.topic_shift_threshold),
+        ("MEMSTREAM_TOPIC_SHIFT_MIN_TURNS", "7", lambda s: s.window.topic_shift_min_turns),
         ("MEMSTREAM_IDLE_TIMEOUT", "2.5", lambda s: s.window.idle_timeout_seconds),
         ("MEMSTREAM_DATA_DIR", "/tmp/m", lambda s: s.data_dir),
         ("MEMSTREAM_MAX_TURN_CHARS", "2000", lambda s: s.limits.max_turn_chars),
@@ -142,6 +145,7 @@ def test_environment_wins_over_the_file(
     from_env = read(load(config_file, **{variable: value}))
     assert from_env != from_file
     numbers = {"16": 16, "5": 5, "2.5": 2.5, "2000": 2000, "4000": 4000, "7": 7, "5000": 5000}
+    numbers["0.25"] = 0.25
     expected = {**numbers, "/tmp/m": Path("/tmp/m")}.get(value, value)
     assert from_env == expected
 
@@ -214,6 +218,7 @@ def test_environment_fills_a_section_the_file_leaves_null(tmp_path: Path) -> Non
         ("MEMSTREAM_MAX_MESSAGES", "many", "window.max_messages"),
         ("MEMSTREAM_MAX_MESSAGES", "0", "window.max_messages"),
         ("MEMSTREAM_WINDOW_MAX_TOKENS", "10", "window.max_tokens"),
+        ("MEMSTREAM_TOPIC_SHIFT_THRESHOLD", "1.5", "window.topic_shift_threshold"),
         ("MEMSTREAM_IDLE_TIMEOUT", "-1", "window.idle_timeout_seconds"),
         ("MEMSTREAM_PARTITIONS", "0", "kafka.partitions"),
         ("MEMSTREAM_TOPIC_PREFIX", "bad prefix", "kafka.topic_prefix"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from faust.types import TP
 
-from handlers.window import SessionWindow
+from handlers.session_window import SessionWindow
 from streams.table_keys import is_progress_key, is_window_of, progress_key, window_key
 
 
