@@ -16,7 +16,9 @@ bash tools/kafka/fetch.sh
 .venv/bin/mypy
 .venv/bin/mypy --config-file tests/mypy.ini tests  # the tests still call what exists
 .venv/bin/lint-imports  # the layering of docs/architecture.md, "Layout"
-# Two test processes (each with its own brokers and database server), tests handed out as they
-# finish: `MEMSTREAM_TEST_PROCESSES=1` runs them in one.
+# Three test processes (each with its own brokers and database server), tests handed out as they
+# finish. Three on two cores: the integration tests mostly wait (on stub LLMs, brokers,
+# timeouts), so a third process fills the cores while the others wait.
+# `MEMSTREAM_TEST_PROCESSES=0` runs them in this one.
 exec .venv/bin/python -m pytest --brokers tansu,apache \
-  -n "${MEMSTREAM_TEST_PROCESSES:-2}" --dist worksteal "$@"
+  -n "${MEMSTREAM_TEST_PROCESSES:-3}" --dist worksteal "$@"

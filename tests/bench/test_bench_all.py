@@ -24,7 +24,7 @@ SUITE_GROUPS = {
     "llm": ("llm_cost", "extraction_time", "freshness", "footprint"),
     "answers-and-keys": ("locomo", "sealing", "encryption", "metrics"),
 }
-"""The suites in three runs, so the two test processes share the profile's ten minutes. The
+"""The suites in three runs, so the test processes share the profile's ten minutes. The
 scale suite takes its window, projection and search figures from the same run (else it measures
 them again), so it runs with them."""
 
