@@ -134,7 +134,7 @@ QUERIES: dict[str, Query] = {
         ],
     ),
     "promotions": Query(
-        "snapshots per day and promotion reason (count, tokens, idle, flush)",
+        "snapshots per day and promotion reason (count, tokens, topic_shift, idle, flush)",
         SNAPSHOTS,
         lambda p: [
             {"$match": {**_user(p), "reason": {"$exists": True}, **_between("promoted_at", p)}},
