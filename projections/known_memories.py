@@ -87,6 +87,14 @@ class StageReadModel:
         holder = held.get("event_id")
         return str(holder) if holder else None
 
+    def extraction_failure(self, snapshot_id: str, memory_type: MemoryType) -> str | None:
+        """The failure of the result holding the snapshot's extraction of `memory_type`."""
+        slot = f"extractions.{memory_type}"
+        found = self._db[SNAPSHOTS].find_one({"_id": snapshot_id}, {f"{slot}.failure": 1})
+        held = ((found or {}).get("extractions") or {}).get(memory_type) or {}
+        failure = held.get("failure")
+        return str(failure) if failure else None
+
     def save_projected(self, result_id: str) -> bool:
         """Whether a direct save's result is in `saves`."""
         return self._db[SAVES].find_one({"_id": result_id}, {"_id": 1}) is not None

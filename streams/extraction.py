@@ -168,6 +168,7 @@ class ExtractionStage:
         redrive_id = redrive.redrive_id if redrive else None
         event_id = result_id(snapshot.event_id, self.memory_type, redrive_id)
         if await self._written(event_id, snapshot.event_id, redrive is not None):
+            await self._dead_letter_written_failure(record, event_id, snapshot.event_id)
             return
         if self.budget is not None:
             await self.budget.wait_within(snapshot.user_id, f"{self.name} of {snapshot.event_id}")
@@ -344,6 +345,22 @@ class ExtractionStage:
             return True
         holder = await self._read(self.read_model.extraction_holder, snapshot_id, self.memory_type)
         return holder == event_id if redriven else holder is not None
+
+    async def _dead_letter_written_failure(
+        self, record: InputRecord, event_id: str, snapshot_id: str
+    ) -> None:
+        """A failed result is written before its dead letter: a worker killed in between leaves
+        the snapshot read again with its result written and no dead letter. Its dead letter is
+        sent again (its id derives from the record: the projector keeps the first)."""
+        own = self.own.find(event_id)
+        if isinstance(own, SnapshotExtracted):
+            failure = own.failure
+        else:
+            read = self.read_model.extraction_failure
+            failure = await self._read(read, snapshot_id, self.memory_type)
+        if failure:
+            reason = failure_reason(failure, event_id, sealed=self.keys.seal)
+            await self._dead_letter(record, reason)
 
     async def _embedded(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         return [rounded(vector) for vector in await self.embedder.embed(texts)]

@@ -80,6 +80,42 @@ def test_an_extractor_killed_between_its_result_and_its_progress_keeps_one_answe
     assert pipeline.db["dead_letters"].count_documents({}) == 0
 
 
+def test_an_extractor_killed_between_a_failed_result_and_its_dead_letter_sends_it_on_restart(
+    pipeline_factory: Any,
+) -> None:
+    """The result of a failed extraction is written before its dead letter: the restarted
+    worker reads the snapshot again, finds the failed result written, and sends the dead letter
+    it never sent (once in `dead_letters`, however often it is sent)."""
+    pipeline: PipelineHarness = pipeline_factory(
+        MEMSTREAM_FAULT_POINT="extraction.after_result_sent"
+    )
+    pipeline.llm.on("Stripe", "this is not json")  # every attempt: the extraction fails
+    pipeline.record("eve", "s1", [{"role": "user", "content": "I work at Stripe."}])
+    pipeline.flush("eve", "s1")
+
+    extractor = pipeline.pipeline.processes["extract:semantic"]
+    eventually(
+        lambda: extractor.running,
+        lambda running: not running,
+        timeout=120,
+        what="the extractor to crash at its fault point",
+    )
+    assert pipeline.db["dead_letters"].count_documents({}) == 0
+    asked = len(pipeline.llm.chat_requests)
+    extractor.environment.pop("MEMSTREAM_FAULT_POINT")
+    extractor.start()
+    pipeline.pipeline.wait_ready(180, ["extract:semantic"])
+
+    (letter,) = eventually(
+        lambda: list(pipeline.db["dead_letters"].find()),
+        lambda d: len(d) == 1,
+        what="the failed extraction's dead letter",
+    )
+    assert letter["stage"] == "extract-semantic"
+    assert letter["reason"].startswith("invalid LLM output (details sealed in result ")
+    assert len(pipeline.llm.chat_requests) == asked, "the restarted extractor asked the LLM again"
+
+
 def test_a_turn_sent_twice_is_promoted_once_and_a_mis_keyed_turn_is_nowhere(
     pipeline_factory: Any,
 ) -> None:
