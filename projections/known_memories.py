@@ -81,19 +81,19 @@ class StageReadModel:
 
     def extraction_holder(self, snapshot_id: str, memory_type: MemoryType) -> str | None:
         """The id of the result that holds the snapshot's extraction slot of `memory_type`."""
-        slot = f"extractions.{memory_type}"
-        found = self._db[SNAPSHOTS].find_one({"_id": snapshot_id}, {f"{slot}.event_id": 1})
-        held = ((found or {}).get("extractions") or {}).get(memory_type) or {}
-        holder = held.get("event_id")
-        return str(holder) if holder else None
+        return self._extraction_field(snapshot_id, memory_type, "event_id")
 
     def extraction_failure(self, snapshot_id: str, memory_type: MemoryType) -> str | None:
         """The failure of the result holding the snapshot's extraction of `memory_type`."""
+        return self._extraction_field(snapshot_id, memory_type, "failure")
+
+    def _extraction_field(self, snapshot_id: str, memory_type: MemoryType, name: str) -> str | None:
+        """One field of the snapshot's extraction slot of `memory_type` (None: unset)."""
         slot = f"extractions.{memory_type}"
-        found = self._db[SNAPSHOTS].find_one({"_id": snapshot_id}, {f"{slot}.failure": 1})
+        found = self._db[SNAPSHOTS].find_one({"_id": snapshot_id}, {f"{slot}.{name}": 1})
         held = ((found or {}).get("extractions") or {}).get(memory_type) or {}
-        failure = held.get("failure")
-        return str(failure) if failure else None
+        value = held.get(name)
+        return str(value) if value else None
 
     def save_projected(self, result_id: str) -> bool:
         """Whether a direct save's result is in `saves`."""

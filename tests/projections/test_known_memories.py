@@ -90,6 +90,16 @@ def test_a_snapshots_extraction_slot_names_the_result_that_holds_it(db: Db) -> N
     assert read_model.extraction_holder(snapshot.event_id, "episodic") is None
 
 
+def test_a_snapshots_extraction_slot_gives_the_failure_of_the_result_that_holds_it(db: Db) -> None:
+    failed, fine = f.snapshot(), f.snapshot()
+    read_model = StageReadModel(db, "memories")
+    assert read_model.extraction_failure(failed.event_id, "semantic") is None
+    project_extraction(LiveWrites(db), f.extracted(failed, failure="invalid LLM output: x"))
+    project_extraction(LiveWrites(db), f.extracted(fine, f.content()))
+    assert read_model.extraction_failure(failed.event_id, "semantic") == "invalid LLM output: x"
+    assert read_model.extraction_failure(fine.event_id, "semantic") is None
+
+
 def test_due_memories_are_the_current_versions_expiring_by_then(db: Db) -> None:
     due = with_expiry([f.memory_added(memory_id="m-1")], retention=timedelta(seconds=60))
     later = with_expiry([f.memory_added(memory_id="m-2")], retention=timedelta(seconds=600))
