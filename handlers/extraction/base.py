@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
+
 from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
 from handlers.ports import ChatAnswer, ChatModel
@@ -107,9 +109,10 @@ def parsed(
 ) -> tuple[MemoryContent, ...]:
     """The memories of one answer within `limits`, or `InvalidExtraction` saying which limit.
 
-    Over the memory cap the answer is refused whole, not cut to its first items: an answer that
-    long is a model repeating itself or listing the conversation, and which items to keep
-    cannot be told; the retry is told the cap (docs/architecture.md, "Operations")."""
+    Over the memory cap (distinct items) the answer is refused whole, not cut to its first
+    items: an answer that long is a model listing the conversation, and which items to keep
+    cannot be told; the retry is told the cap (docs/architecture.md, "Operations"). An answer
+    cut off by the token limit keeps the items it completed (`json_answer.items_under`)."""
     size = len(answer.encode())
     if size > limits.max_answer_bytes:
         raise InvalidExtraction(
@@ -125,16 +128,20 @@ def parsed(
 
 
 def _drafts_in(answer: str) -> int:
-    """How many items the answer's lists hold (every extractor answers `{"<kind>": [...]}`),
-    counted before parsing, which may drop some; 0 when it is not a JSON object (the parser
-    says why)."""
-    from handlers.extraction.json_answer import load_object  # it imports this module
+    """How many distinct items the answer's lists hold (every extractor answers
+    `{"<kind>": [...]}`), counted before parsing, which may drop some; a model repeating one
+    item counts it once, and an answer cut short counts the items it completed
+    (`json_answer.completed_before_cut`). 0 when it is not a JSON object (the parser says why)."""
+    from handlers.extraction import json_answer  # it imports this module
 
     try:
-        value = load_object(answer)
+        value = json_answer.load_object(answer)
     except InvalidExtraction:
-        return 0
-    return sum(len(item) for item in value.values() if isinstance(item, list))
+        value = json_answer.completed_before_cut(answer)
+    lists = [items for items in value.values() if isinstance(items, list)]
+    return sum(
+        len({orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in items}) for items in lists
+    )
 
 
 def _correction(answer: str, reason: str) -> Sequence[dict[str, str]]:

@@ -200,3 +200,25 @@ async def test_an_answer_always_over_the_size_limit_fails_with_the_reason() -> N
     llm = FakeChatModel(*(["x" * 2_000] * 3))
     outcome = await extract(SemanticExtractor(), snapshot(), llm, limits=limits)
     assert outcome.failure is not None and "2000 bytes, more than the limit" in outcome.failure
+
+
+def repeated_until_cut(count: int) -> str:
+    """A small model's failure: it repeats one fact until the token limit cuts its answer."""
+    item = {"subject": "the user", "statement": "The user works at Stripe."}
+    return json.dumps({"facts": [item] * count})[:-40]
+
+
+async def test_an_answer_cut_short_keeps_its_completed_memories_without_a_retry() -> None:
+    llm = FakeChatModel(repeated_until_cut(200))
+    limits = ExtractionLimits(max_memories=3)
+    outcome = await extract(SemanticExtractor(), snapshot(), llm, limits=limits)
+    assert (outcome.attempts, outcome.failure) == (1, None)
+    assert [m.text for m in outcome.memories] == ["The user works at Stripe."]
+
+
+async def test_the_memory_cap_counts_distinct_items_of_a_cut_answer() -> None:
+    llm = FakeChatModel(facts(5)[:-40], GOOD)
+    limits = ExtractionLimits(max_memories=3)
+    outcome = await extract(SemanticExtractor(), snapshot(), llm, limits=limits)
+    assert outcome.attempts == 2  # 4 completed distinct items: over the cap, retried
+    assert "4 memories in one answer, more than the limit of 3" in llm.calls[1][-1]["content"]
