@@ -32,13 +32,11 @@ Pure but for the `ask` port (the LLM), which the caller passes in.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from events.base import UtcDatetime
@@ -53,6 +51,7 @@ from events.memories import (
     Provenance,
     derived_id,
 )
+from handlers.vectors import cosine
 
 Action = Literal["ADD", "UPDATE", "REINFORCE"]
 
@@ -160,24 +159,6 @@ class Reconciliation:
     known: tuple[KnownMemory, ...]
     notes: tuple[str, ...]
     asked: int
-
-
-def cosine(left: Sequence[float], right: Sequence[float]) -> float:
-    """Cosine similarity of the two vectors at float32 precision; 0 for vectors of different
-    lengths or zero vectors.
-
-    Both are first rounded to float32, the precision vectors are stored at: a known memory's
-    vector is the same whether it comes from a decision in the log (seven significant decimal
-    digits) or from the read model (packed float32), so a decision never depends on where the
-    stage read it. The sums are exact (`math.fsum`), so the result does not depend on the order
-    a vector library would add in, nor on the machine."""
-    if len(left) != len(right) or not left:
-        return 0.0
-    a = np.asarray(left, dtype=np.float32).astype(np.float64)
-    b = np.asarray(right, dtype=np.float32).astype(np.float64)
-    dot = math.fsum((a * b).tolist())
-    norms = math.sqrt(math.fsum((a * a).tolist())) * math.sqrt(math.fsum((b * b).tolist()))
-    return dot / norms if norms else 0.0
 
 
 def same_subject(memory_type: MemoryType, known: MemoryContent, new: MemoryContent) -> bool:

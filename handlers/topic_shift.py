@@ -12,13 +12,10 @@ vectors and promotes the same snapshots.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-TOPIC_DIGITS = 7
-"""Significant digits kept of each component of a window's mean (float32 precision, as the
-extraction stage keeps embeddings)."""
+from handlers.vectors import cosine, rounded
 
 
 @dataclass(frozen=True)
@@ -47,14 +44,7 @@ class TopicShiftPolicy:
 def turn_vector(model: str, vector: Sequence[float]) -> TurnVector:
     """A turn's embedding as the window compares it: rounded to float32 precision, so the same
     model's vectors compare alike on any machine that computes them to that precision."""
-    return TurnVector(model, _rounded(vector))
-
-
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """The cosine similarity of two vectors (0 when either is all zeros)."""
-    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
-    norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
-    return dot / norms if norms else 0.0
+    return TurnVector(model, rounded(vector))
 
 
 def is_topic_shift(
@@ -76,11 +66,7 @@ def topic_with(
     """The window's mean embedding and count with `turn` added (a mean made by another model is
     started again from `turn`)."""
     if topic_model != turn.model or not topic or topic_turns < 1:
-        return _rounded(turn.vector), 1
+        return rounded(turn.vector), 1
     count = topic_turns + 1
     mean = [(m * topic_turns + v) / count for m, v in zip(topic, turn.vector, strict=True)]
-    return _rounded(mean), count
-
-
-def _rounded(vector: Sequence[float]) -> tuple[float, ...]:
-    return tuple(float(f"{value:.{TOPIC_DIGITS}g}") for value in vector)
+    return rounded(mean), count

@@ -6,7 +6,7 @@ MongoDB's vector search reads): a dtype byte 0x27 (float32), a padding byte 0, t
 components as little-endian float32s — 1,538 bytes for 384 dimensions, where a list of doubles
 takes 4.9 kB of BSON and one Python float per component to decode. float32 is what the
 search index computes with and what the embedding models produce (events carry 7 significant
-digits: `handlers.extraction.results.rounded`), so packing loses nothing search used.
+digits: `handlers.vectors.rounded`), so packing loses nothing search used.
 
 Databases projected before this format hold a list of doubles; every reader goes through
 `unpack_vector` or `unpack_matrix`, which take either form, so old, new and mixed databases

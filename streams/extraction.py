@@ -43,7 +43,6 @@ from handlers.extraction.base import ExtractionOutcome, Extractor, extract
 from handlers.extraction.results import (
     extraction_record,
     result_id,
-    rounded,
     save_record,
     save_result_id,
     save_source,
@@ -64,6 +63,7 @@ from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
 from handlers.reconcile import Answer, KnownMemory, NewMemory, Question, Source, reconcile
 from handlers.sealing import KeyDestroyed
+from handlers.vectors import rounded
 from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.budget import BudgetGate

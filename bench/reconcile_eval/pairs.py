@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from events.memories import ASSISTANT_SUBJECT, MEMORY_TYPES, MemoryContent, MemoryType
-from handlers.reconcile import Action, KnownMemory, cosine, same_subject
+from handlers.reconcile import Action, KnownMemory, same_subject
+from handlers.vectors import cosine
 
 Kind = Literal["paraphrase", "update", "different-fact", "different-subject"]
 KINDS: tuple[Kind, ...] = get_args(Kind)

@@ -85,7 +85,6 @@ from bench.reconcile_eval.scoring import (
 from bench.reconcile_eval.tables import GRID, report, variants_table
 from events.memories import Evidence, MemoryAdded, MemoryUpdated, Provenance
 from handlers import reconcile_prompt
-from handlers.extraction.results import rounded
 from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
 from handlers.reconcile import (
     Action,
@@ -96,10 +95,10 @@ from handlers.reconcile import (
     Question,
     Source,
     Thresholds,
-    cosine,
     options_for,
     reconcile,
 )
+from handlers.vectors import cosine, rounded
 from memstream.config import ReconcileSettings
 from memstream.providers.clients import OpenAIChatModel
 

@@ -36,8 +36,8 @@ from bench.search_eval.definitions import combine, keyword_scores
 from bench.search_eval.quality import QueryVectors
 from bench.search_eval.scoring import scores
 from handlers.cross_lingual import LANGUAGE_BIAS, LOCAL_MODEL, corrected_array, language_of
-from handlers.extraction.results import rounded
 from handlers.search import VECTOR_WEIGHT, SearchMode
+from handlers.vectors import rounded
 
 SHOWN = ("all", "query in en", "query in zh", "cross-lingual", "same language")
 GROUP_SIZES = (0, 1, 2, 4, 8)

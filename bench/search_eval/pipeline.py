@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from handlers.extraction.results import rounded
 from handlers.ports import Embedder
 from handlers.search import SearchMode
+from handlers.vectors import rounded
 from memstream.sdk.read_model import ReadModel
 from memstream.sdk.search_index import UserIndex
 

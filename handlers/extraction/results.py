@@ -19,11 +19,6 @@ from handlers.extraction.base import ExtractionOutcome
 from handlers.ports import ChatAnswer
 from handlers.reconcile import Source
 
-EMBEDDING_DIGITS = 7
-"""Significant digits kept of each embedding component: float32 precision. Halves the bytes of a
-result record (a 1,536-dimension vector is ~17 kB in JSON instead of ~30 kB) and loses nothing
-a float32 embedding model produced."""
-
 
 def snapshot_source(snapshot: SnapshotPromoted) -> Source:
     """Memories extracted from `snapshot`: its user and agent, its evidence, its event time."""
@@ -127,11 +122,6 @@ def usage_of(answers: Sequence[ChatAnswer]) -> LLMUsage:
         prompt_tokens=sum(answer.prompt_tokens for answer in answers),
         completion_tokens=sum(answer.completion_tokens for answer in answers),
     )
-
-
-def rounded(vector: Sequence[float]) -> tuple[float, ...]:
-    """An embedding with `EMBEDDING_DIGITS` significant digits per component."""
-    return tuple(float(f"{value:.{EMBEDDING_DIGITS}g}") for value in vector)
 
 
 def already_extracted(extracted_seqs: Mapping[str, int], snapshot: SnapshotPromoted) -> bool:

@@ -19,7 +19,6 @@ from handlers.reconcile import (
     Question,
     Reconciliation,
     Thresholds,
-    cosine,
     evolve,
     merged_attributes,
     new_memory_id,
@@ -401,27 +400,7 @@ def test_evolve_applies_an_update_once_and_ignores_what_it_knows_already() -> No
     assert evolve(once, [update, f.memory_added(memory_id="m1")]) == once
 
 
-def test_cosine() -> None:
-    assert cosine((1.0, 0.0), (1.0, 0.0)) == pytest.approx(1.0)
-    assert cosine((1.0, 0.0), (0.0, 1.0)) == pytest.approx(0.0)
-    assert cosine((1.0,), (1.0, 0.0)) == 0.0
-    assert cosine((0.0, 0.0), (1.0, 0.0)) == 0.0
-
-
 @pytest.mark.parametrize(("reinforce", "ask"), [(0.8, 0.9), (1.1, 0.5), (0.5, -1.5)])
 def test_thresholds_must_be_ordered_cosines(reinforce: float, ask: float) -> None:
     with pytest.raises(ValueError, match="thresholds"):
         Thresholds(reinforce=reinforce, ask=ask)
-
-
-def test_a_vector_compares_the_same_from_the_log_and_from_the_read_model() -> None:
-    """The log carries seven significant digits, the read model packed float32: the same
-    vector either way, so a decision never depends on which one the stage read."""
-    import numpy as np
-
-    rng = np.random.default_rng(3)
-    new = tuple(float(f"{v:.7g}") for v in rng.normal(size=384))
-    logged = tuple(float(f"{v:.7g}") for v in rng.normal(size=384))
-    stored = tuple(float(v) for v in np.asarray(logged, dtype=np.float32))
-    assert logged != stored
-    assert cosine(new, logged) == cosine(new, stored)

@@ -9,20 +9,12 @@ import pytest
 from handlers.topic_shift import (
     TopicShiftPolicy,
     TurnVector,
-    cosine,
     is_topic_shift,
     topic_with,
     turn_vector,
 )
 
 POLICY = TopicShiftPolicy(threshold=0.5, min_turns=2)
-
-
-def test_cosine_of_equal_orthogonal_and_opposite_vectors() -> None:
-    assert cosine((1.0, 0.0), (2.0, 0.0)) == pytest.approx(1.0)
-    assert cosine((1.0, 0.0), (0.0, 3.0)) == 0.0
-    assert cosine((1.0, 1.0), (-1.0, -1.0)) == pytest.approx(-1.0)
-    assert cosine((0.0, 0.0), (1.0, 0.0)) == 0.0
 
 
 def test_a_turn_far_from_the_topic_is_a_shift_once_the_window_holds_min_turns() -> None:

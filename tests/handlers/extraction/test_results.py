@@ -11,7 +11,6 @@ from handlers.extraction.results import (
     already_extracted,
     extraction_record,
     result_id,
-    rounded,
     save_record,
     save_result_id,
     save_source,
@@ -75,10 +74,6 @@ def test_usage_adds_up_the_answers() -> None:
     answers = [ChatAnswer("{}", "m", 100, 10), ChatAnswer("{}", "m", 50, 5)]
     assert usage_of(answers) == LLMUsage(calls=2, prompt_tokens=150, completion_tokens=15)
     assert usage_of([]) == LLMUsage()
-
-
-def test_embeddings_keep_float32_precision() -> None:
-    assert rounded([0.123456789, -1e-9, 1.0]) == (0.1234568, -1e-9, 1.0)
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from handlers.reconcile import cosine
+from handlers.vectors import cosine
 from tests.support.scripted_llm import embed_text
 
 REINFORCE_THRESHOLD = 0.995
