@@ -39,7 +39,7 @@ from events.snapshots import SnapshotPromoted
 from events.turns import TurnRecorded
 from handlers.dead_letters import applies_to
 from handlers.idle_timer import IdleRequest, idle_command, should_request_idle
-from handlers.inputs import InvalidRecord, read_turns_record
+from handlers.inputs import InvalidRecord, TurnsTopicEvent, read_turns_record
 from handlers.ports import Embedder
 from handlers.sealing import KeyDestroyed
 from handlers.session_window import SessionWindow
@@ -75,6 +75,9 @@ class _Batch:
     outgoing: list[Outgoing] = field(default_factory=list)
     vectors: dict[str, TurnVector] = field(default_factory=dict)
     """The embeddings of the batch's turns by turn id (topic shift on only)."""
+    read: dict[tuple[int, int], TurnsTopicEvent] = field(default_factory=dict)
+    """The records read (and opened) to embed their turns, by partition and offset, so
+    deciding them does not read them again (topic shift on only)."""
 
 
 class WindowStage:
@@ -114,7 +117,8 @@ class WindowStage:
 
     async def apply_batch(self, records: Sequence[InputRecord]) -> None:
         """Decide every record, send what it promoted, then store the windows and progress."""
-        batch = _Batch(vectors=await self.turn_vectors(records))
+        batch = _Batch()
+        batch.vectors = await self.turn_vectors(records, batch.read)
         for record in records:
             applied = apply_or_dead_letter(
                 partial(self.apply, batch=batch), self.dead_letters, stage=STAGE, clock=self.clock
@@ -132,8 +136,13 @@ class WindowStage:
                 self.opened[key] = (stored, window)
         await self.progress.store(highest_offsets(records))
 
-    async def turn_vectors(self, records: Sequence[InputRecord]) -> dict[str, TurnVector]:
-        """The embeddings of the batch's turns, in one call, when the topic-shift trigger is on.
+    async def turn_vectors(
+        self,
+        records: Sequence[InputRecord],
+        read: dict[tuple[int, int], TurnsTopicEvent] | None = None,
+    ) -> dict[str, TurnVector]:
+        """The embeddings of the batch's turns, in one call, when the topic-shift trigger is on;
+        each record read on the way is kept in `read`, by partition and offset.
 
         A record that cannot be read is left to `apply`, which says why. Outages of the key
         store and the embedder are waited out; a batch the embedder refuses (not an outage) is
@@ -142,11 +151,13 @@ class WindowStage:
             return {}
         turns: list[TurnRecorded] = []
         for record in records:
-            read = partial(self.keys.read, read_turns_record, record.key, record.value)
+            reading = partial(self.keys.read, read_turns_record, record.key, record.value)
             try:
-                command = await through_outages(read, f"reading {record.position}")
+                command = await through_outages(reading, f"reading {record.position}")
             except (KeyDestroyed, InvalidRecord):
                 continue
+            if read is not None:
+                read[(record.partition, record.offset)] = command
             if isinstance(command, TurnRecorded):
                 turns.append(command)
         if not turns:
@@ -165,8 +176,10 @@ class WindowStage:
         is (a record retried through an outage decides again from the same state)."""
         if not applies_to(record.redrive, STAGE):  # a redrive addressed to another stage
             return
+        command = batch.read.get((record.partition, record.offset))
         try:
-            command = await self.keys.read(read_turns_record, record.key, record.value)
+            if command is None:
+                command = await self.keys.read(read_turns_record, record.key, record.value)
         except KeyDestroyed:  # its session was forgotten: nothing of it is promoted
             log.info("skipped a forgotten record at %s", record.position)
             return

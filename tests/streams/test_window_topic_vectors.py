@@ -10,6 +10,7 @@ import pytest
 
 from events.codec import encode
 from events.turns import SessionFlushRequested, TurnRecorded
+from handlers.inputs import TurnsTopicEvent
 from handlers.topic_shift import TurnVector
 from memstream.config import load_settings
 from memstream.runtime.worker import stream_settings
@@ -90,3 +91,11 @@ def test_without_the_trigger_nothing_is_embedded() -> None:
     embedder = Embedder()
     assert asyncio.run(stage(embedder).turn_vectors(records(f.turn()))) == {}
     assert embedder.calls == []
+
+
+def test_the_records_read_to_embed_are_kept_by_position_for_deciding() -> None:
+    turn, flush = f.turn(content="tennis"), f.flush()
+    read: dict[tuple[int, int], TurnsTopicEvent] = {}
+    batch = records(turn, b"not json", flush)
+    asyncio.run(stage(Embedder(), **ON).turn_vectors(batch, read))
+    assert read == {(0, 0): turn, (0, 2): flush}  # the unreadable record is left to `apply`
