@@ -19,6 +19,7 @@ from events.memories import (
     Provenance,
     derived_id,
 )
+from events.rollbacks import MemoryRollbackRequested, MemoryRolledBack
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.topics import Topics
@@ -52,6 +53,8 @@ __all__ = [
     "MemoryDecision",
     "MemoryEvent",
     "MemoryReinforced",
+    "MemoryRollbackRequested",
+    "MemoryRolledBack",
     "MemorySaveRequested",
     "MemorySaved",
     "MemoryType",

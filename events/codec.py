@@ -19,6 +19,7 @@ from events.forgetting import (
     UserForgotten,
 )
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.rollbacks import MemoryRollbackRequested, MemoryRolledBack
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
@@ -35,6 +36,8 @@ AnyEvent = Annotated[
     | MemoryReinforced
     | MemorySaveRequested
     | MemorySaved
+    | MemoryRollbackRequested
+    | MemoryRolledBack
     | InputDeadLettered
     | DeadLetterRedriven
     | MemoryForgotten
@@ -56,6 +59,8 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MemoryReinforced,
     MemorySaveRequested,
     MemorySaved,
+    MemoryRollbackRequested,
+    MemoryRolledBack,
     InputDeadLettered,
     DeadLetterRedriven,
     MemoryForgotten,

@@ -24,6 +24,7 @@ from events.memories import (
     Provenance,
     derived_id,
 )
+from events.rollbacks import MemoryRollbackRequested
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import Principal, SessionFlushRequested, SessionIdled, TurnRecorded
@@ -320,6 +321,22 @@ def save_request(**overrides: Any) -> MemorySaveRequested:
     }
     fields.update(overrides)
     return MemorySaveRequested(**fields)
+
+
+def rollback_request(**overrides: Any) -> MemoryRollbackRequested:
+    """A request to restore version 1 of a semantic memory of u1, by an operator."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("rollback"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "memory_type": "semantic",
+        "memory_id": "m-1",
+        "to_version": 1,
+        "requested_by": "cli:alice",
+        "reason": "the update was wrong",
+    }
+    fields.update(overrides)
+    return MemoryRollbackRequested(**fields)
 
 
 STRIPE_FACTS = {

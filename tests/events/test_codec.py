@@ -48,6 +48,11 @@ EXAMPLES: dict[str, Any] = {
     ),
     "MemorySaveRequested": lambda: f.save_request(agent_id="agent-1", session_id="s1"),
     "MemorySaved": lambda: _saved(),
+    "MemoryRollbackRequested": lambda: f.rollback_request(
+        agent_id="agent-1", principal=f.principal("service_account", "sa-1")
+    ),
+    "MemoryRolledBack": lambda: _rolled_back(),
+    "MemoryRolledBack/refused": lambda: _rolled_back(to_version=9),
     "SnapshotPromoted": lambda: f.snapshot(
         turns=[f.turn(name="Tim"), f.turn(role="assistant", content="Noted.")], seq=3
     ),
@@ -96,6 +101,27 @@ def _saved() -> Any:
 
     request = f.save_request()
     return save_record(request, [f.memory_added()], f.LLMUsage())
+
+
+def _rolled_back(to_version: int = 1) -> Any:
+    from handlers.reconcile import evolve
+    from handlers.rollback import StoredVersion, rollback_decision, rollback_record
+
+    first = f.memory_added(memory_id="m-1")
+    second = f.memory_updated(memory_id="m-1")
+    current = evolve(evolve({}, [first]), [second])["m-1"]
+    stored = StoredVersion(
+        memory_id="m-1",
+        version=1,
+        user_id=f.USER_ID,
+        memory_type="semantic",
+        content=first.content,
+        embedding=first.embedding,
+        embedding_model="test-embedder",
+        expires_at=None,
+    )
+    request = f.rollback_request(to_version=to_version)
+    return rollback_record(request, rollback_decision(request, current, [stored], f.provenance()))
 
 
 def _turn_payload(**changes: Any) -> dict[str, Any]:
