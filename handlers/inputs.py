@@ -21,6 +21,7 @@ from events.forgetting import (
     SessionsForgotten,
     UserForgotten,
 )
+from events.rollbacks import MemoryRollbackRequested, MemoryRolledBack
 from events.saves import MemorySaved, MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
@@ -34,12 +35,13 @@ TurnsTopicEvent = (
 SnapshotsTopicEvent = (
     SnapshotPromoted
     | MemorySaveRequested
+    | MemoryRollbackRequested
     | MemoryForgotten
     | UserForgotten
     | SessionsForgotten
     | MemoryExpired
 )
-ResultRecord = SnapshotExtracted | MemorySaved
+ResultRecord = SnapshotExtracted | MemorySaved | MemoryRolledBack
 
 
 class InvalidRecord(ValueError):
@@ -65,14 +67,15 @@ def read_turns_record(
 def read_snapshots_record(
     key: bytes | None, value: bytes | None, keys: KeyRing | None = None
 ) -> SnapshotsTopicEvent:
-    """A snapshots-topic record as its event (a snapshot or a direct save), keyed by its user."""
+    """A snapshots-topic record as its event (a snapshot, a direct save, a rollback), keyed by
+    its user."""
     event = _decoded(value, keys)
     if not isinstance(event, SnapshotsTopicEvent):
         raise InvalidRecord(f"{event.event_type} does not belong on the snapshots topic")
     _check_key(key, event.key)
     if isinstance(event, UserForgotten) and event.turns_partition is not None:
         raise InvalidRecord("a UserForgotten on the snapshots topic has no turns_partition")
-    if isinstance(event, MemorySaveRequested):
+    if isinstance(event, MemorySaveRequested | MemoryRollbackRequested):
         _check_principal(event.user_id, event)
     return event
 
@@ -102,7 +105,9 @@ def _check_key(key: bytes | None, expected: str) -> None:
         raise InvalidRecord(f"record key {key!r} is not {expected!r}")
 
 
-def _check_principal(user_id: str, event: TurnRecorded | MemorySaveRequested) -> None:
+def _check_principal(
+    user_id: str, event: TurnRecorded | MemorySaveRequested | MemoryRollbackRequested
+) -> None:
     # The principal recorded on the event is the only identity the pipeline trusts
     # (docs/architecture.md, "Identity").
     if problem := principal_problem(user_id, event.principal):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from events.memories import MemoryType
     from handlers.reconcile import KnownMemory, KnownMemoryFacts
+    from handlers.rollback import StoredVersion
     from handlers.sealing import DataKey, KeyScope
 
 
@@ -81,6 +82,12 @@ class StageReadModel(Protocol):
     def save_projected(self, result_id: str) -> bool: ...
 
     def forget_projected(self, request_id: str, fact_id: str) -> bool: ...
+
+    def memory_versions(self, memory_id: str) -> list[StoredVersion]:
+        """Every stored version of `memory_id`, whoever's (a rollback checks it is the user's)."""
+        ...
+
+    def rollback_projected(self, result_id: str) -> bool: ...
 
     def due_memories(self, memory_type: MemoryType, now: datetime) -> list[KnownMemoryFacts]:
         """Current memories whose version expires at or before `now`."""

@@ -3,9 +3,9 @@
 The public surface: `MemoryClient` (async), `SyncMemoryClient` (blocking), `HttpMemoryClient`
 (the HTTP API, neither Kafka nor MongoDB needed), `Settings` and `load_settings`, and the types
 the clients' results (`Memory`, `MemoryVersion`, `SearchHit`, `ErasureReceipt`, `Profile`,
-`LlmUsage`, `Turn`, `Snapshot`, `Save`, `TurnsReceipt`, `FlushReceipt`: `memstream.sdk.results`,
-where the types of their nested values are too), and `SearchFilters`, the keyword arguments
-every client's `search` takes.
+`LlmUsage`, `Turn`, `Snapshot`, `Save`, `Rollback`, `TurnsReceipt`, `FlushReceipt`:
+`memstream.sdk.results`, where the types of their nested values are too), and
+`SearchFilters`, the keyword arguments every client's `search` takes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Memory,
         MemoryVersion,
         Profile,
+        Rollback,
         Save,
         SearchHit,
         Snapshot,
@@ -43,6 +44,7 @@ __all__ = [
     "MemoryClient",
     "MemoryVersion",
     "Profile",
+    "Rollback",
     "Save",
     "SearchFilters",
     "SearchHit",
@@ -62,6 +64,7 @@ _RESULTS = (
     "Memory",
     "MemoryVersion",
     "Profile",
+    "Rollback",
     "Save",
     "SearchHit",
     "Snapshot",

@@ -13,10 +13,11 @@ from events.forgetting import (
     UserForgotten,
 )
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
+from events.rollbacks import MemoryRolledBack
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
-from projections.extractions import project_extraction, project_save
+from projections.extractions import project_extraction, project_rollback, project_save
 from projections.forgetting import project_forgetting
 from projections.memories import project_memory_event
 from projections.short_term import (
@@ -39,6 +40,8 @@ def apply_event(db: Writes, event: AnyEvent, *, partition: int | None = None) ->
         project_extraction(db, event)
     elif isinstance(event, MemorySaved):
         project_save(db, event)
+    elif isinstance(event, MemoryRolledBack):
+        project_rollback(db, event)
     elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
         project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
     elif isinstance(event, InputDeadLettered):

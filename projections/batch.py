@@ -56,6 +56,7 @@ from projections.store import (
     MEMORY_EVENTS,
     MEMORY_WRITES,
     PROFILES,
+    ROLLBACKS,
     SAVES,
     SNAPSHOTS,
     TURNS,
@@ -66,7 +67,17 @@ from projections.writes import LiveWrites
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
-SENT_FIRST = (SNAPSHOTS, SAVES, TURNS, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS, ERASURES)
+SENT_FIRST = (
+    SNAPSHOTS,
+    SAVES,
+    ROLLBACKS,
+    TURNS,
+    MEMORIES,
+    MEMORY_EVENTS,
+    PROFILES,
+    DEAD_LETTERS,
+    ERASURES,
+)
 SENT_LAST = (MEMORY_WRITES,)
 
 Projected = tuple[AnyEvent, int | None]

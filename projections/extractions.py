@@ -9,17 +9,19 @@ for the same snapshot and type — a re-extraction by a worker that crashed afte
 first result — is passed over, so the read model never mixes two answers. The one exception: the
 result of an operator's redrive (`redrive_id` set) replaces a *failed* result, which has no
 decisions to mix with. A direct save's
-`MemorySaved` claims its document in `saves` the same way.
+`MemorySaved` claims its document in `saves` the same way, and a rollback's `MemoryRolledBack`
+its document in `rollbacks` (who asked, why, what it restored or why it refused).
 """
 
 from __future__ import annotations
 
 import logging
 
+from events.rollbacks import MemoryRolledBack
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted
 from projections.memories import project_memory_event
-from projections.store import SAVES, SNAPSHOTS
+from projections.store import ROLLBACKS, SAVES, SNAPSHOTS
 from projections.write_once import fingerprint_of
 from projections.writes import Writes
 
@@ -81,7 +83,32 @@ def project_save(db: Writes, result: MemorySaved) -> bool:
     return True
 
 
-def result_fingerprint(result: SnapshotExtracted | MemorySaved) -> str:
+def project_rollback(db: Writes, result: MemoryRolledBack) -> bool:
+    """Apply a rollback's restoring version if its record is the first for the request; True
+    if so. A refused rollback leaves its document (the caller reads why) and nothing else."""
+    record = {
+        "rollback_id": result.rollback_id,
+        "user_id": result.user_id,
+        "memory_type": result.memory_type,
+        "memory_id": result.memory_id,
+        "memory_ids": [result.memory_id],
+        "to_version": result.to_version,
+        "requested_by": result.requested_by,
+        "reason": result.reason,
+        "refused": result.refused,
+        "decision_ids": [decision.event_id for decision in result.decisions],
+        "versions": [decision.version for decision in result.decisions],
+        "at": result.occurred_at,
+    }
+    if not db.claim(ROLLBACKS, result.event_id, "", record, result_fingerprint(result)):
+        log.warning("ignored a later result for rollback %s", result.rollback_id)
+        return False
+    for decision in result.decisions:
+        project_memory_event(db, decision)
+    return True
+
+
+def result_fingerprint(result: SnapshotExtracted | MemorySaved | MemoryRolledBack) -> str:
     """What a result record's claim holds: the fingerprint of its content."""
     # Without a redrive the fingerprint is the one records written before redrives had.
     unset = {"redrive_id"} if getattr(result, "redrive_id", None) is None else set()

@@ -76,6 +76,7 @@ from projections.store import (
     MEMORIES,
     MEMORY_EVENTS,
     PROFILES,
+    ROLLBACKS,
     SAVES,
     SNAPSHOTS,
     TURNS,
@@ -261,11 +262,18 @@ def _erase_result_stubs(db: Writes, user_id: str, sessions: list[str]) -> None:
 
 
 def _erase_saves(db: Writes, fact: MemoriesForgotten, memory_ids: list[str]) -> int:
+    """The saves that decided about the memories (every save of the type when the request
+    covers saves), and the rollbacks of the memories (every rollback of the type with them):
+    counted as saves."""
     erased = 0
-    if memory_ids:
-        erased += db.delete(SAVES, {"user_id": fact.user_id, "memory_ids": {"$in": memory_ids}})
-    if fact.saves:
-        erased += db.delete(SAVES, {"user_id": fact.user_id, "memory_type": fact.memory_type})
+    for collection in (SAVES, ROLLBACKS):
+        if memory_ids:
+            mine = {"user_id": fact.user_id, "memory_ids": {"$in": memory_ids}}
+            erased += db.delete(collection, mine)
+        if fact.saves:
+            erased += db.delete(
+                collection, {"user_id": fact.user_id, "memory_type": fact.memory_type}
+            )
     return erased
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from events.memories import MemoryContent, MemoryType
 from handlers.reconcile import KnownMemory, KnownMemoryFacts
+from handlers.rollback import StoredVersion
 from projections.progress import projected_offsets
-from projections.store import ERASURES, MEMORIES, SAVES, SNAPSHOTS, Db
+from projections.store import ERASURES, MEMORIES, ROLLBACKS, SAVES, SNAPSHOTS, Db
 from projections.vectors import unpack_vector
 
 _CURRENT_FIELDS = {
@@ -99,6 +100,28 @@ class StageReadModel:
         """Whether a direct save's result is in `saves`."""
         return self._db[SAVES].find_one({"_id": result_id}, {"_id": 1}) is not None
 
+    def rollback_projected(self, result_id: str) -> bool:
+        """Whether a rollback's result is in `rollbacks`."""
+        return self._db[ROLLBACKS].find_one({"_id": result_id}, {"_id": 1}) is not None
+
+    def memory_versions(self, memory_id: str) -> list[StoredVersion]:
+        """Every stored version of `memory_id` (any status, whoever's), oldest first."""
+        fields = {**_CURRENT_FIELDS, "memory_type": 1}
+        found = self._db[MEMORIES].find({"memory_id": memory_id}, fields).sort("version", 1)
+        return [
+            StoredVersion(
+                memory_id=document["memory_id"],
+                version=document["version"],
+                user_id=document["user_id"],
+                memory_type=document["memory_type"],
+                content=_content(document),
+                embedding=unpack_vector(document.get("embedding")),
+                embedding_model=document.get("embedding_model") or "",
+                expires_at=document.get("expires_at"),
+            )
+            for document in found
+        ]
+
     def forget_projected(self, request_id: str, fact_id: str) -> bool:
         """Whether the forget fact `fact_id` left its step on the request's receipt."""
         step = f"steps.memories-{fact_id}"
@@ -133,14 +156,18 @@ class StageReadModel:
         return {memory_id: tuple(dict.fromkeys(each)) for memory_id, each in found.items()}
 
 
-def _known(document: dict[str, Any], origins: Iterable[str]) -> KnownMemory:
-    content = MemoryContent(
+def _content(document: dict[str, Any]) -> MemoryContent:
+    return MemoryContent(
         subject=document["subject"],
         owner=document["owner"],
         text=document["text"],
         category=document.get("category"),
         attributes=document.get("attributes") or {},
     )
+
+
+def _known(document: dict[str, Any], origins: Iterable[str]) -> KnownMemory:
+    content = _content(document)
     return KnownMemory(
         memory_id=document["memory_id"],
         version=document["version"],

@@ -17,6 +17,9 @@ TURNS = "turns"
 SNAPSHOTS = "snapshots"
 DEAD_LETTERS = "dead_letters"
 SAVES = "saves"
+ROLLBACKS = "rollbacks"
+"""One per rollback request (`_id`: its result's event id): who asked, why, the memory and the
+version restored, the restoring decision's id, or why it was refused (`projections.extractions`)."""
 ERASURES = "erasures"
 """The receipts of forgetting, one per request (`_id`: the request's event id): who asked, why,
 when, and what each stage erased — counts and ids, never content (`projections.forgetting`)."""
@@ -65,6 +68,7 @@ INDEXES: dict[str, list[IndexModel]] = {
     ],
     DEAD_LETTERS: [IndexModel([("stage", ASCENDING), ("dead_lettered_at", DESCENDING)])],
     SAVES: [IndexModel([("user_id", ASCENDING), ("at", DESCENDING)])],
+    ROLLBACKS: [IndexModel([("user_id", ASCENDING), ("memory_id", ASCENDING), ("at", ASCENDING)])],
     ERASURES: [IndexModel([("user_id", ASCENDING), ("requested_at", ASCENDING)])],
 }
 

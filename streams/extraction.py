@@ -10,7 +10,8 @@ either way (docs/architecture.md, "Stages"). The agent only wires:
   (`handlers.reconcile`), write one `SnapshotExtracted` record;
 * **a save request** — skip a save whose result is written; embed, reconcile, write one
   `MemorySaved`;
-* **a forget request** — write one `MemoriesForgotten` naming the memories it erases.
+* **a forget request** — write one `MemoriesForgotten` naming the memories it erases;
+* **a rollback request** — write one `MemoryRolledBack` (`streams.rollbacks`).
 
 Many records are in flight at once, one user's strictly in order (`streams.consuming`,
 `streams.concurrency`): the LLM calls are bounded per worker (`streams.models.BoundedChat`),
@@ -34,6 +35,7 @@ import faust
 
 from events.forgetting import MemoryExpired, MemoryForgotten, SessionsForgotten, UserForgotten
 from events.memories import MemoryEvent, MemoryType, Provenance
+from events.rollbacks import MemoryRollbackRequested
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from handlers import reconcile_prompt
@@ -58,7 +60,7 @@ from handlers.forgetting import (
     memories_forgotten,
     memories_to_forget,
 )
-from handlers.inputs import InvalidRecord, ResultRecord, read_snapshots_record
+from handlers.inputs import InvalidRecord, read_snapshots_record
 from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
 from handlers.reconcile import Answer, KnownMemory, NewMemory, Question, Source, reconcile
@@ -78,6 +80,7 @@ from streams.own_decisions import OwnDecisions
 from streams.progress import TableProgress, guard_partitions
 from streams.records import InputRecord
 from streams.retrying import apply_or_dead_letter, through_outages
+from streams.rollbacks import roll_back
 from streams.sealing import NO_KEYS, StageKeys
 from streams.sending import sent_to
 from streams.settings import Clock, StreamSettings, utc_now
@@ -157,6 +160,8 @@ class ExtractionStage:
             await self.forget(event, record)
         elif isinstance(event, MemorySaveRequested):
             await self.save(event, record)
+        elif isinstance(event, MemoryRollbackRequested):
+            await self.roll_back(event, record)
         else:
             await self.extract(event, record, redrive)
 
@@ -206,6 +211,19 @@ class ExtractionStage:
         await self.write(record, result)
         log.info("save %s: %s", request.event_id, [d.event_type for d in result.decisions])
 
+    async def roll_back(self, request: MemoryRollbackRequested, record: InputRecord) -> None:
+        result = await roll_back(
+            request,
+            memory_type=self.memory_type,
+            own=self.own,
+            read_model=self.read_model,
+            read=self._read,
+            known=self.known,
+            provenance=self._provenance(None),
+        )
+        if result is not None:
+            await self.write(record, result)
+
     async def forget(self, request: StageForgetInput, record: InputRecord) -> None:
         """Write the fact that erases what `request` forgets from the user's memories of this
         type (docs/architecture.md, "Forgetting"); a request read again after its fact was
@@ -233,7 +251,7 @@ class ExtractionStage:
         snapshot: SnapshotPromoted,
         record: InputRecord,
         redrive: Redrive | None,
-    ) -> ResultRecord:
+    ) -> SnapshotExtracted:
         """Ask the LLM and the embedder (waiting out their outages) and reconcile; anything
         else they raise about this snapshot is recorded as its extraction's failure. A snapshot
         whose session is forgotten further on in the log, before the LLM is asked or before the

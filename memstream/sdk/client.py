@@ -30,6 +30,7 @@ from typing import Any, Unpack, cast
 
 from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
+from events.rollbacks import MemoryRollbackRequested
 from events.saves import MemorySaveRequested
 from events.turns import Principal, SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
@@ -49,6 +50,7 @@ from memstream.sdk.results import (
     Memory,
     MemoryVersion,
     Profile,
+    Rollback,
     Save,
     SearchHit,
     Snapshot,
@@ -327,6 +329,51 @@ class MemoryClient:
                     f"erasure {request_id} not complete after {timeout:.0f}s ({seen})"
                 )
             await asyncio.sleep(ERASURE_POLL_SECONDS)
+
+    # -- rollback ------------------------------------------------------------------------------
+
+    async def rollback(
+        self, user_id: str, memory_id: str, to_version: int, *, requested_by: str, reason: str = ""
+    ) -> str:
+        """Restore one of the user's memories to its version `to_version`; returns the request
+        id. The memory's stage writes the next version with that version's text, vector and
+        expiry, in order with the user's snapshots and saves, or refuses (an unknown version,
+        the current one, an expired memory): `rollback_result` tells which. `requested_by`
+        (who) and `reason` (why) are kept with it and shown by `history`. Raises
+        `MemoryNotFound` (nothing is sent) when the read model has no such memory for the
+        user."""
+        user = self._memory_user(user_id)
+        memory_type = await self._read.memory_type_of(user, memory_id)
+        if memory_type is None:
+            raise MemoryNotFound(f"user {user!r} has no memory {memory_id!r}")
+        request = MemoryRollbackRequested(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=user,
+            memory_type=memory_type,
+            memory_id=memory_id,
+            to_version=to_version,
+            requested_by=requested_by,
+            reason=reason,
+            principal=self.principal,
+        )
+        await self._producer.append(self._topics.snapshots, [request])
+        return request.event_id
+
+    async def rollback_result(self, user_id: str, rollback_id: str) -> Rollback | None:
+        """What the rollback `rollback_id` did (None: not decided and projected yet)."""
+        return await self._read.rollback(self._memory_user(user_id), rollback_id)
+
+    async def wait_for_rollback(
+        self, user_id: str, rollback_id: str, timeout: float = 60.0
+    ) -> Rollback:
+        """The rollback's result once projected; `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (found := await self.rollback_result(user_id, rollback_id)) is None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"rollback {rollback_id} not decided after {timeout:.0f}s")
+            await asyncio.sleep(ERASURE_POLL_SECONDS)
+        return found
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from memstream.sdk.results import (
     Memory,
     MemoryVersion,
     Profile,
+    Rollback,
     Save,
     SearchHit,
     Snapshot,
@@ -39,6 +40,7 @@ from projections.store import (
     MEMORY_EVENTS,
     MEMORY_WRITES,
     PROFILES,
+    ROLLBACKS,
     SAVES,
     SNAPSHOTS,
     TURNS,
@@ -96,8 +98,11 @@ class ReadModel:
             MEMORY_EVENTS, query, sort=[("occurred_at", ASCENDING), ("_id", ASCENDING)]
         )
         by_id = {event["_id"]: event for event in events}
+        rollbacks = await self._find(ROLLBACKS, query)
+        by_decision = {d: r for r in rollbacks for d in r.get("decision_ids") or ()}
         for version in versions:
             version["created_by"] = by_id.get(version.get("created_by_event", ""))
+            version["rolled_back_by"] = by_decision.get(version.get("created_by_event", ""))
             version["reinforced_by"] = [
                 e
                 for e in events
@@ -256,6 +261,11 @@ class ReadModel:
         """What the user's direct saves did, newest first."""
         found = await self._find(SAVES, {"user_id": user_id}, sort=[("at", DESCENDING)])
         return cast(list[Save], found)
+
+    async def rollback(self, user_id: str, rollback_id: str) -> Rollback | None:
+        """What the user's rollback request `rollback_id` did (None: not decided yet)."""
+        query = {"user_id": user_id, "rollback_id": rollback_id}
+        return cast(Rollback | None, await self._db[ROLLBACKS].find_one(query))
 
     async def profile(self, user_id: str) -> Profile | None:
         return cast(Profile | None, await self._db[PROFILES].find_one({"_id": user_id}))

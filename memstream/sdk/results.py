@@ -111,12 +111,36 @@ class MemoryLogEntry(TypedDict):
     fingerprint: NotRequired[str]
 
 
+class Rollback(TypedDict):
+    """What a rollback request did: the version it restored, who asked and why, or why it
+    was refused (`rollback()`; in `history()`, on the version a rollback made)."""
+
+    _id: str
+    """The id of the rollback's result record."""
+    rollback_id: str
+    """The id `rollback()` returned."""
+    user_id: str
+    memory_type: MemoryType
+    memory_id: str
+    memory_ids: list[str]
+    to_version: int
+    requested_by: str
+    reason: str
+    refused: str | None
+    """Why nothing was restored (None: `versions` holds the restoring version)."""
+    decision_ids: list[str]
+    versions: list[int]
+    at: datetime
+    fingerprint: NotRequired[str]
+
+
 class MemoryVersion(Memory):
     """A version in `history()`: the memory, the event that made it and those that
-    reinforced it."""
+    reinforced it, and the rollback that made it, if one did."""
 
     created_by: MemoryLogEntry | None
     reinforced_by: list[MemoryLogEntry]
+    rolled_back_by: Rollback | None
 
 
 class SearchHit(MemoryFields):

@@ -28,6 +28,7 @@ from memstream.sdk.results import (
     Memory,
     MemoryVersion,
     Profile,
+    Rollback,
     Save,
     SearchHit,
     Snapshot,
@@ -112,6 +113,21 @@ class SyncMemoryClient:
 
     def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> ErasureReceipt:
         return self._run(self.client.wait_for_erasure(request_id, timeout))
+
+    def rollback(
+        self, user_id: str, memory_id: str, to_version: int, *, requested_by: str, reason: str = ""
+    ) -> str:
+        return self._run(
+            self.client.rollback(
+                user_id, memory_id, to_version, requested_by=requested_by, reason=reason
+            )
+        )
+
+    def rollback_result(self, user_id: str, rollback_id: str) -> Rollback | None:
+        return self._run(self.client.rollback_result(user_id, rollback_id))
+
+    def wait_for_rollback(self, user_id: str, rollback_id: str, timeout: float = 60.0) -> Rollback:
+        return self._run(self.client.wait_for_rollback(user_id, rollback_id, timeout))
 
     def memories(self, user_id: str, **options: Any) -> list[Memory]:
         return self._run(self.client.memories(user_id, **options))

@@ -23,6 +23,7 @@ from memstream.sdk.results import (
     Profile,
     ProfileField,
     Provenance,
+    Rollback,
     Save,
     SearchHit,
     Snapshot,
@@ -39,6 +40,7 @@ from projections.store import (
     MEMORIES,
     MEMORY_EVENTS,
     PROFILES,
+    ROLLBACKS,
     SAVES,
     SNAPSHOTS,
     TURNS,
@@ -148,7 +150,8 @@ def test_a_logged_memory_event_has_exactly_the_keys_memory_log_entry_declares() 
 
 
 def test_a_memory_version_is_a_memory_with_the_events_that_made_and_reinforced_it() -> None:
-    assert declared(MemoryVersion) == declared(Memory) | {"created_by", "reinforced_by"}
+    made = {"created_by", "reinforced_by", "rolled_back_by"}
+    assert declared(MemoryVersion) == declared(Memory) | made
     assert MemoryVersion.__optional_keys__ == Memory.__optional_keys__
 
 
@@ -198,6 +201,23 @@ def test_a_save_has_exactly_the_keys_save_declares() -> None:
     (save,) = projected(world()).documents(SAVES)
     assert set(save) == declared(Save)
     assert set(save["usage"]) == declared(LlmCost)
+
+
+@pytest.mark.parametrize("to_version", [1, 4])
+def test_a_rollback_restored_or_refused_has_exactly_the_keys_rollback_declares(
+    to_version: int,
+) -> None:
+    from handlers.reconcile import evolve
+    from handlers.rollback import rollback_decision, rollback_record, stored_version
+
+    first, second = f.memory_added(memory_id="m-1"), f.memory_updated(memory_id="m-1")
+    current = evolve({}, [first, second])["m-1"]
+    request = f.rollback_request(to_version=to_version)
+    versions = [stored_version(first), stored_version(second)]
+    result = rollback_record(request, rollback_decision(request, current, versions, f.provenance()))
+    log: list[tuple[AnyEvent, int | None]] = [(first, 0), (second, 0), (result, 0)]
+    (rollback,) = projected(log).documents(ROLLBACKS)
+    assert set(rollback) == declared(Rollback)
 
 
 @pytest.mark.parametrize("erasure", [forget_memory_home, forget_session_s2, forget_user_tim])
