@@ -26,6 +26,7 @@ from memstream.api.keys import KeyStore
 from memstream.api.mcp_server import build_mcp, http_caller
 from memstream.api.metrics import RequestMetrics, install_probes
 from memstream.api.problems import PROBLEM_JSON, ApiProblem, BodyLimit, Problem, install
+from memstream.api.rollbacks import rollback_routes
 from memstream.config import Settings
 from memstream.sdk.client import MemoryClient
 
@@ -109,6 +110,7 @@ def _router() -> APIRouter:
     _write_routes(router)
     _read_routes(router)
     _forget_routes(router)
+    rollback_routes(router)
     _operations_routes(router)
     return router
 

@@ -1,4 +1,5 @@
-"""The MCP server: tools `remember`, `recall` and `forget`, scoped by an API key.
+"""The MCP server: tools `remember`, `recall`, `forget` and `rollback_memory`, scoped by an API
+key.
 
 Over streamable HTTP (mounted at ``/mcp`` of the API) the key is the request's
 ``Authorization: Bearer`` header; over stdio (`memstream mcp`) it is the key the server was
@@ -32,7 +33,8 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
     server: MCPServer = MCPServer(
         "memstream",
         instructions="Long-term memory: `remember` a conversation's messages, `recall` what "
-        "was learned about the user, `forget` a memory or a session the user wants gone.",
+        "was learned about the user, `forget` a memory or a session the user wants gone, "
+        "`rollback_memory` to restore a memory's earlier version.",
         **options,
     )
 
@@ -108,6 +110,30 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
                     user, session_id or "", reason=reason
                 )
             return {"user_id": user, "request_id": request_id}
+
+    @server.tool()
+    async def rollback_memory(
+        memory_id: str,
+        to_version: int,
+        ctx: Context,
+        user_id: str | None = None,
+        reason: str = "",
+    ) -> dict[str, Any]:
+        """Restore a memory (`memory_id`, from `recall` with mode="search") to its earlier
+        version `to_version`: a new version with that version's text. Who asked is the key's
+        principal; `reason` says why. Returns the rollback's id; the memory's stage may refuse
+        (an unknown version, the current one, an expired memory)."""
+        async with _refusals_as_tool_errors():
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
+            rollback_id = await caller.memory.rollback(
+                user,
+                memory_id,
+                to_version,
+                requested_by=caller.memory.requested_by,
+                reason=reason,
+            )
+            return {"user_id": user, "rollback_id": rollback_id}
 
     return server
 

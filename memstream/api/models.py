@@ -162,3 +162,32 @@ class ErasureReceipt(BaseModel):
 class Erasures(BaseModel):
     user_id: str
     erasures: list[ErasureReceipt]
+
+
+class RollbackMemory(_Body):
+    """Restore a memory to one of its earlier versions (who asks: the key's principal)."""
+
+    to_version: int = Field(ge=1, description="The version whose text, vector and expiry return")
+    reason: str = Field(default="", max_length=1000, description="Why (kept, shown by history)")
+
+
+class RollbackAccepted(BaseModel):
+    """A rollback request was written to the log; the memory's stage decides it in order."""
+
+    user_id: str
+    rollback_id: str = Field(description="Its id (GET /v1/users/{user_id}/rollbacks/{id})")
+
+
+class RollbackResult(BaseModel):
+    """What a rollback did: the version it made, or why it was refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rollback_id: str
+    user_id: str
+    memory_id: str
+    to_version: int
+    requested_by: str
+    reason: str
+    refused: str | None
+    versions: list[int]

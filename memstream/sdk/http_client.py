@@ -28,6 +28,7 @@ from memstream.sdk.results import (
     Memory,
     MemoryVersion,
     Profile,
+    Rollback,
     SearchHit,
     TurnsReceipt,
     from_json,
@@ -105,6 +106,26 @@ class HttpMemoryClient:
         """Save a memory directly; returns the save's id."""
         body = {"user_id": user_id, "memory_type": memory_type, "text": text, **options}
         return str(self._call("POST", "/saves", body)["save_id"])
+
+    def rollback(self, memory_id: str, to_version: int, *, user_id: str, reason: str = "") -> str:
+        """Restore one memory to its version `to_version`; returns the rollback's id
+        (`ApiError` 404: no such memory). Who asked is the key's principal."""
+        path = f"/users/{_segment(user_id)}/memories/{_segment(memory_id)}/rollback"
+        body = {"to_version": to_version, "reason": reason}
+        return str(self._call("POST", path, body)["rollback_id"])
+
+    def rollback_result(self, rollback_id: str, *, user_id: str) -> Rollback | None:
+        """What the rollback did (`None`: not decided yet)."""
+        try:
+            found = self._call(
+                "GET", f"/users/{_segment(user_id)}/rollbacks/{_segment(rollback_id)}"
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        result: Rollback = from_json(found, Rollback)
+        return result
 
     # -- forgetting ----------------------------------------------------------------------------
 
