@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     from memstream.cli.forgetting import register as register_forget
     from memstream.cli.master_keys import register as register_master_key
     from memstream.cli.memories import register as register_memory_commands
+    from memstream.cli.rollback import register as register_rollback
 
     register(commands)
     register_dlq(commands)
@@ -109,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     register_forget(commands)
     register_master_key(commands)
     register_memory_commands(commands)
+    register_rollback(commands)
     return parser
 
 

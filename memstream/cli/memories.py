@@ -1,7 +1,8 @@
 """`memstream memories | search | context | history --user U [--json]`: what was learned, read
 from the command line through the SDK (the same reads an agent makes).
 
-Text output is one memory per line (`[type] v<version> <text>  (<memory id>)`); `--json` prints
+Text output is one memory per line (`[type] v<version> <text>  (<memory id>)`, and in `history`
+the rollback that made a version: `[rollback to v<n> by <who>: <why>]`); `--json` prints
 one JSON object per memory (the read model's document without its vector), or, for `context`,
 `{"context": "<the block>"}`.
 """
@@ -114,5 +115,14 @@ def _print(memories: list[dict[str, Any]], as_json: bool) -> None:
         status = "" if memory.get("status", "current") == "current" else f" ({memory['status']})"
         print(
             f"[{memory['memory_type']}] v{memory['version']}{status} {memory['text']}"
-            f"  ({memory['memory_id']})"
+            f"  ({memory['memory_id']}){_rolled_back(memory)}"
         )
+
+
+def _rolled_back(memory: dict[str, Any]) -> str:
+    """`history`'s note on a version a rollback made: to which version, who, why."""
+    rollback = memory.get("rolled_back_by")
+    if not rollback:
+        return ""
+    why = f": {rollback['reason']}" if rollback.get("reason") else ""
+    return f"  [rollback to v{rollback['to_version']} by {rollback['requested_by']}{why}]"
