@@ -263,9 +263,17 @@ class ReadModel:
         return cast(list[Save], found)
 
     async def rollback(self, user_id: str, rollback_id: str) -> Rollback | None:
-        """What the user's rollback request `rollback_id` did (None: not decided yet)."""
+        """What the user's rollback request `rollback_id` did (None: not decided, or its
+        restoring version not projected yet: the projector claims the request's document
+        before it writes the version)."""
         query = {"user_id": user_id, "rollback_id": rollback_id}
-        return cast(Rollback | None, await self._db[ROLLBACKS].find_one(query))
+        found = await self._db[ROLLBACKS].find_one(query)
+        if found is None:
+            return None
+        for event_id in found.get("decision_ids") or ():
+            if await self._db[MEMORY_EVENTS].find_one({"_id": event_id}, {"_id": 1}) is None:
+                return None
+        return cast(Rollback, found)
 
     async def profile(self, user_id: str) -> Profile | None:
         return cast(Profile | None, await self._db[PROFILES].find_one({"_id": user_id}))
