@@ -96,6 +96,36 @@ def test_sdk_example_prints_the_memory_and_on_the_first_broker_every_documented_
         assert run.returncode == 0, f"{line}: {run.stdout}{run.stderr}"
 
 
+@pytest.mark.integration
+def test_the_rollback_example_restores_version_one_and_history_says_who_and_why(
+    pipeline_factory: Any,
+) -> None:
+    pipeline: PipelineHarness = pipeline_factory()
+    bees = "The user keeps bees in a small wooden hive behind the old family house."
+    wasps = "The user keeps wasps in a small wooden hive behind the old family house."
+    pipeline.llm.on(
+        f"NEW: {wasps}", {"contradicts": 1, "action": "UPDATE", "existing": 1}, scope="last_user"
+    )
+    pipeline.save("tim", "semantic", bees)
+    eventually(lambda: pipeline.memories(user_id="tim"), lambda m: len(m) == 1, what="v1")
+    pipeline.save("tim", "semantic", wasps)
+    eventually(lambda: pipeline.memories(user_id="tim"), lambda m: len(m) == 2, what="v2")
+    result = subprocess.run(
+        [sys.executable, "-c", documented_example("rollback")],
+        env={**os.environ, **pipeline.environment},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "restored as version 3",
+        f"1 {bees} None",
+        f"2 {wasps} None",
+        f"3 {bees} ('ops:alice', 'the update was wrong')",
+    ]
+
+
 def assert_worker_gets_ready_and_stops(
     argv: list[str], environment: dict[str, str], line: str
 ) -> None:
