@@ -58,7 +58,8 @@ class MemoryRolledBack(Event):
     reason: str = Field(default="", max_length=MAX_REASON_CHARS)
     decisions: tuple[MemoryDecision, ...] = ()
     refused: str | None = Field(default=None, max_length=1_000)
-    """Why nothing was restored (None when `decisions` holds the restoring version)."""
+    """Why nothing was restored (None when `decisions` holds the restoring version — or held
+    it: a decision whose memory's key was destroyed is dropped when the record is read)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -78,8 +79,8 @@ class MemoryRolledBack(Event):
                 or decision.memory_id != self.memory_id
             ):
                 raise ValueError(f"the decision is not about {self.memory_id!r} of this user")
-        if (self.refused is None) == (not self.decisions):
-            raise ValueError("a rollback either restores a version or says why it refused")
+        if self.refused is not None and self.decisions:
+            raise ValueError("a refused rollback restores no version")
         return self
 
     @property

@@ -125,8 +125,8 @@ def test_an_expired_current_version_is_not_rolled_back() -> None:
     assert "expired" in decided
 
 
-def test_a_record_either_restores_or_refuses() -> None:
+def test_a_refused_record_restores_nothing() -> None:
     request = f.rollback_request()
-    record = rollback_record(request, "nope")
-    with pytest.raises(ValueError, match="either restores"):
-        record.model_validate({**record.model_dump(), "refused": None})
+    restored = rollback_record(request, rollback_decision(request, _current(), VERSIONS, STAMP))
+    with pytest.raises(ValueError, match="restores no version"):
+        restored.model_validate({**restored.model_dump(), "refused": "nope"})

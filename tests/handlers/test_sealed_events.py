@@ -130,6 +130,27 @@ def test_a_save_is_sealed_with_the_users_key_and_its_result_with_the_memorys() -
     assert opened(sealed(saved, ring), ring) == saved
 
 
+def test_a_rollbacks_restored_content_is_sealed_and_forgotten_with_its_memory() -> None:
+    from handlers.reconcile import evolve
+    from handlers.rollback import rollback_decision, rollback_record, stored_version
+
+    ring = Ring()
+    first = f.memory_added(memory_id="m-1", content=f.content(text="The user works at Stripe."))
+    second = f.memory_updated(memory_id="m-1")
+    request = f.rollback_request(reason="the update was wrong")
+    assert opened(sealed(request, ring), ring) == request
+    current = evolve({}, [first, second])["m-1"]
+    versions = [stored_version(first), stored_version(second)]
+    result = rollback_record(request, rollback_decision(request, current, versions, f.provenance()))
+    data = sealed(result, ring)
+    assert b"Stripe" not in data
+    assert opened(data, ring) == result
+    ring.destroy("memory", result.user_id, "m-1")
+    forgotten = opened(data, ring)  # read, not poison: the decision goes with its memory
+    assert (forgotten.decisions, forgotten.refused) == ((), None)
+    assert forgotten.requested_by == "cli:alice"
+
+
 def test_a_lone_memory_event_is_sealed_and_forgotten_whole() -> None:
     ring = Ring()
     event: MemoryReinforced = f.memory_reinforced(reason="restated: works at Stripe")
