@@ -8,7 +8,7 @@ that are already there. Two sources:
 * the Kafka topics (`--from-offset N` or `--from-time T` to start later in every partition);
 * the read model's own collections, when the broker no longer holds the log: the events are
   rebuilt from `turns`, `snapshots` (with each extraction's `decision_ids`), `saves`,
-  `memory_events` and `dead_letters`, then projected the same way.
+  `rollbacks`, `memory_events` and `dead_letters`, then projected the same way.
 
 Records are read with the same validation as the projector (`handlers.inputs`), their sealed
 content opened with the key store of the source database (a record whose key was destroyed is
@@ -38,6 +38,7 @@ from rich.progress import Progress
 from events.codec import AnyEvent, EventDecodeError, decode, decode_payload
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import LLMUsage, MemoryEvent
+from events.rollbacks import MemoryRolledBack
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn
 from events.turns import TurnRecorded
@@ -52,6 +53,7 @@ from projections.store import (
     MEMORIES,
     MEMORY_EVENTS,
     PROFILES,
+    ROLLBACKS,
     SAVES,
     SNAPSHOTS,
     TURNS,
@@ -59,7 +61,7 @@ from projections.store import (
 from projections.vectors import pack_vector, unpack_vector
 
 Db = Database[dict[str, Any]]
-COMPARED = (TURNS, SNAPSHOTS, SAVES, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
+COMPARED = (TURNS, SNAPSHOTS, SAVES, ROLLBACKS, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
 BATCH_EVENTS = 2_000
 END_WAIT_MS = 50
 
@@ -257,7 +259,7 @@ def _events_after_turns(source: Db, turns: dict[str, dict[str, Any]]) -> Iterato
         yield _snapshot(snapshot, turns)
     logged = {e["_id"]: e for e in source[MEMORY_EVENTS].find()}
     claimed: set[str] = set()
-    results: list[SnapshotExtracted | MemorySaved] = []
+    results: list[SnapshotExtracted | MemorySaved | MemoryRolledBack] = []
     for snapshot in source[SNAPSHOTS].find({"extractions": {"$exists": True}}):
         for memory_type, record in snapshot["extractions"].items():
             results.append(_extraction(snapshot, memory_type, record, logged))
@@ -265,6 +267,13 @@ def _events_after_turns(source: Db, turns: dict[str, dict[str, Any]]) -> Iterato
     for save in source[SAVES].find():
         results.append(_save(save, logged))
         claimed.update(save.get("decision_ids", []))
+    for rollback in source[ROLLBACKS].find():
+        decisions = _decisions(rollback.get("decision_ids", []), logged)
+        fields = _fields(rollback, MemoryRolledBack) | {"decisions": tuple(decisions)}
+        results.append(
+            MemoryRolledBack(event_id=rollback["_id"], occurred_at=rollback["at"], **fields)
+        )
+        claimed.update(rollback.get("decision_ids", []))
     yield from sorted(results, key=lambda r: (r.occurred_at, r.event_id))
     for entry in sorted(logged.values(), key=lambda e: (e["occurred_at"], e["_id"])):
         if entry["_id"] not in claimed:  # a memory event recorded on its own (0.1)

@@ -112,6 +112,7 @@ def test_the_random_logs_hold_every_kind_of_record_and_collision() -> None:
         "SnapshotPromoted",
         "SnapshotExtracted",
         "MemorySaved",
+        "MemoryRolledBack",
         "MemoryAdded",
         "InputDeadLettered",
         "DeadLetterRedriven",

@@ -120,3 +120,31 @@ def test_forgetting_the_memory_erases_its_rollbacks(db: Db) -> None:
     project(db, fact)
     assert db["rollbacks"].count_documents({}) == 0
     assert db["memories"].count_documents({"memory_id": "m-1"}) == 0
+
+
+def test_a_read_model_with_rollbacks_is_rebuilt_from_its_collections(mongo: Any) -> None:
+    """Replay from the collections rebuilds the rollbacks: the saves that made versions 1 and 2
+    (a minute apart), then a restore and a refusal."""
+    from events.memories import LLMUsage
+    from handlers.extraction.results import save_record
+    from memstream.cli.replay import collection_events, differences, replay
+
+    first = f.memory_added(memory_id="m-1")
+    second = f.memory_updated(memory_id="m-1", occurred_at=f.at(60))
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo.uri, tz_aware=True)
+    source, target = (client[f"rollback_{uuid.uuid4().hex[:10]}"] for _ in range(2))
+    try:
+        ensure_indexes(source)
+        for at, decision in ((0, first), (60, second)):
+            request = f.save_request(occurred_at=f.at(at))
+            project(source, save_record(request, [decision], LLMUsage()))
+        project(source, decided(source, to_version=1, occurred_at=f.at(120)))
+        project(source, decided(source, to_version=8, occurred_at=f.at(180)))
+        report = replay(collection_events(source), target, show=False)
+        assert report.collisions == []
+        assert target["rollbacks"].count_documents({}) == 2
+        assert differences(source, target) == []
+    finally:
+        client.drop_database(source.name)
+        client.drop_database(target.name)
+        client.close()

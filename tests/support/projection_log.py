@@ -38,6 +38,7 @@ from events.memories import (
     MemoryUpdated,
     Provenance,
 )
+from events.rollbacks import MemoryRolledBack
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, snapshot_id
 from events.turns import TurnRecorded
@@ -86,6 +87,7 @@ class RandomLog:
             (self.snapshot, 12),
             (self.result, 18),
             (self.save, 3),
+            (self.rollback, 2),
             (self.memory_event, 3),
             (self.dead_letter, 3),
             (self.forget, 4),
@@ -299,6 +301,44 @@ class RandomLog:
                 decisions=tuple(self._decisions(user, memory_type, None)),
             )
         )
+
+    def rollback(self) -> None:
+        """A rollback of a memory with an earlier version (a new version), or a refusal."""
+        earlier = [m for m in self.memories if m.version > 1]
+        if not earlier:
+            return
+        memory = self.rng.choice(earlier)
+        rollback_id = self._id("rollback")
+        fields: dict[str, Any] = {
+            "event_id": f"rolled-back-{rollback_id}",
+            "occurred_at": self._at(),
+            "rollback_id": rollback_id,
+            "user_id": memory.user_id,
+            "memory_type": memory.memory_type,
+            "memory_id": memory.memory_id,
+            "to_version": self.rng.randrange(1, memory.version),
+            "requested_by": "ops:test",
+            "reason": self.rng.choice(("", "wrong")),
+        }
+        if self.rng.random() < 0.2:
+            self._emit(MemoryRolledBack(refused="not now", **fields))
+            return
+        memory.version += 1
+        restoring = MemoryUpdated(
+            event_id=self._id("e"),
+            occurred_at=fields["occurred_at"],
+            memory_id=memory.memory_id,
+            memory_type=memory.memory_type,
+            user_id=memory.user_id,
+            provenance=PROVENANCE,
+            version=memory.version,
+            supersedes_version=memory.version - 1,
+            content=self._content(),
+            embedding=(self.rng.random(), 0.25),
+            evidence=self._evidence(None),
+            reason="rollback",
+        )
+        self._emit(MemoryRolledBack(decisions=(restoring,), **fields))
 
     def memory_event(self) -> None:
         user, memory_type = self.rng.choice(USERS), self.rng.choice(MEMORY_TYPES)
