@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from memstream.sdk.client import MemoryNotFound
 from memstream.sdk.sync_client import SyncMemoryClient
 from tests.streams.test_reconciliation import THRESHOLDS, current, fact, said
 from tests.support.pipeline import PipelineHarness, eventually
@@ -80,4 +81,20 @@ def test_a_memory_rolled_back_serves_its_old_text_and_history_says_who_and_why(
         )
         assert latest["text"] == "The user lives in Porto."
         assert len(pipeline.memories(user_id="ivy")) == 4  # the refusal made no version
-    assert len(pipeline.llm.chat_requests) == calls  # a rollback asks no LLM
+        assert len(pipeline.llm.chat_requests) == calls  # a rollback asks no LLM
+
+        # Forgetting the memory erases its rollbacks; the stage reads its own rollback records
+        # (their memory's key destroyed) and goes on deciding the user's saves.
+        erased = client.wait_for_erasure(client.forget("ivy", memory_id), timeout=90)
+        assert erased["complete"]
+        assert pipeline.db["rollbacks"].count_documents({"user_id": "ivy"}) == 0
+        assert pipeline.memories(user_id="ivy") == []
+        with pytest.raises(MemoryNotFound):
+            client.rollback("ivy", memory_id, 1, requested_by="ops:alice")
+        client.save("ivy", "semantic", "The user plays the cello.")
+        eventually(
+            lambda: [m["text"] for m in client.memories("ivy")],
+            lambda texts: texts == ["The user plays the cello."],
+            what="a save after the erasure",
+        )
+    assert pipeline.db["dead_letters"].count_documents({}) == 0  # refusals are no poison
