@@ -290,7 +290,11 @@ def test_the_openapi_document_describes_every_endpoint(api: ServedApi) -> None:
         "/v1/users/{user_id}/sessions/{session_id}",
         "/v1/users/{user_id}/erasures",
         "/v1/erasures/{request_id}",
+        "/v1/users/{user_id}/memories/{memory_id}/rollback",
+        "/v1/users/{user_id}/rollbacks/{rollback_id}",
     }
+    rollback = document["paths"]["/v1/users/{user_id}/memories/{memory_id}/rollback"]["post"]
+    assert rollback["security"] == [{"ApiKey": []}]
     search = document["paths"]["/v1/search"]["post"]
     assert search["security"] == [{"ApiKey": []}]
     assert "application/problem+json" in search["responses"]["403"]["content"]
