@@ -82,6 +82,8 @@ def test_a_memory_rolled_back_serves_its_old_text_and_history_says_who_and_why(
         assert latest["text"] == "The user lives in Porto."
         assert len(pipeline.memories(user_id="ivy")) == 4  # the refusal made no version
         assert len(pipeline.llm.chat_requests) == calls  # a rollback asks no LLM
+        logged = [(e.event_type, e.version) for e in client.events("ivy")]
+        assert logged == [("MemoryAdded", 1), *(("MemoryUpdated", v) for v in (2, 3, 4))]
 
         # Forgetting the memory erases its rollbacks; the stage reads its own rollback records
         # (their memory's key destroyed) and goes on deciding the user's saves.
