@@ -7,6 +7,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.base import Identifier, UtcDatetime
+from events.forgetting import MAX_REASON_CHARS
 from events.memories import USER_SUBJECT, MemoryType, Owner
 from handlers.search import SearchMode
 from memstream.sdk.search_filters import SearchFilters
@@ -168,7 +169,9 @@ class RollbackMemory(_Body):
     """Restore a memory to one of its earlier versions (who asks: the key's principal)."""
 
     to_version: int = Field(ge=1, description="The version whose text, vector and expiry return")
-    reason: str = Field(default="", max_length=1000, description="Why (kept, shown by history)")
+    reason: str = Field(
+        default="", max_length=MAX_REASON_CHARS, description="Why (kept, shown by history)"
+    )
 
 
 class RollbackAccepted(BaseModel):

@@ -12,7 +12,16 @@ from memstream.api.auth import Authenticated
 from memstream.api.problems import ApiProblem, Problem
 
 MemoryId = Annotated[str, Path(min_length=1, max_length=200)]
-UserId = Annotated[str, Path(min_length=1, max_length=300, pattern=r"^[^\s|\x00-\x1f]+$")]
+UserId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\s|\x00-\x1f]+$",
+        description="The end user (a service account key: its own id).",
+    ),
+]
+"""As `memstream.api.app.UserPath` (which imports this module)."""
 
 
 def rollback_routes(router: APIRouter) -> None:
