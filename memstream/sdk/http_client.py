@@ -127,6 +127,17 @@ class HttpMemoryClient:
         result: Rollback = from_json(found, Rollback)
         return result
 
+    def wait_for_rollback(
+        self, rollback_id: str, timeout: float = 60.0, *, user_id: str, poll: float = 0.5
+    ) -> Rollback:
+        """The rollback's result once decided; `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (found := self.rollback_result(rollback_id, user_id=user_id)) is None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"rollback {rollback_id} not decided after {timeout:.0f}s")
+            time.sleep(poll)
+        return found
+
     # -- forgetting ----------------------------------------------------------------------------
 
     def forget(self, memory_id: str, *, user_id: str, reason: str = "") -> str:

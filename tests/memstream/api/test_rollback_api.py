@@ -63,7 +63,7 @@ def test_a_rollback_over_http_restores_the_version_and_history_shows_who_and_why
         assert last["rolled_back_by"]["reason"] == "it was bees"
 
         refused_id = memory.rollback(memory_id, 3, user_id=user)
-        refused = decided(memory, refused_id, user)
+        refused = memory.wait_for_rollback(refused_id, 90, user_id=user)
         assert refused["refused"] is not None and "at version 3 already" in refused["refused"]
 
         with pytest.raises(ApiError) as missing:
