@@ -43,6 +43,22 @@ def current(pipeline: PipelineHarness, user: str) -> list[dict[str, Any]]:
     return pipeline.memories(user_id=user, status="current")
 
 
+def script_a_move_from_lisbon_to_porto(pipeline: PipelineHarness) -> None:
+    """The scripted LLM: "I live in Lisbon." then "I moved to Porto." are one location fact
+    each, and reconciling Porto against Lisbon is an UPDATE."""
+    pipeline.llm.on(
+        "NEW: The user lives in Porto.",
+        {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved"},
+        scope="last_user",
+    )
+    pipeline.llm.on(
+        "I live in Lisbon", fact("The user lives in Lisbon.", "location"), scope="last_user"
+    )
+    pipeline.llm.on(
+        "I moved to Porto", fact("The user lives in Porto.", "location"), scope="last_user"
+    )
+
+
 def reconcile_requests(pipeline: PipelineHarness) -> list[str]:
     return [
         r["messages"][-1]["content"]
@@ -55,17 +71,7 @@ def test_a_changed_fact_updates_the_memory_and_keeps_the_old_version(
     pipeline_factory: Any,
 ) -> None:
     pipeline: PipelineHarness = pipeline_factory(**THRESHOLDS)
-    pipeline.llm.on(
-        "NEW: The user lives in Porto.",
-        {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved"},
-        scope="last_user",
-    )
-    pipeline.llm.on(
-        "I live in Lisbon", fact("The user lives in Lisbon.", "location"), scope="last_user"
-    )
-    pipeline.llm.on(
-        "I moved to Porto", fact("The user lives in Porto.", "location"), scope="last_user"
-    )
+    script_a_move_from_lisbon_to_porto(pipeline)
     said(pipeline, "ivy", "s1", "I live in Lisbon.")
     eventually(lambda: current(pipeline, "ivy"), lambda m: len(m) == 1, what="the first memory")
     said(pipeline, "ivy", "s2", "I moved to Porto.")

@@ -10,7 +10,12 @@ import pytest
 
 from memstream.sdk.client import MemoryNotFound
 from memstream.sdk.sync_client import SyncMemoryClient
-from tests.streams.test_reconciliation import THRESHOLDS, current, fact, said
+from tests.streams.test_reconciliation import (
+    THRESHOLDS,
+    current,
+    said,
+    script_a_move_from_lisbon_to_porto,
+)
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
@@ -20,17 +25,7 @@ def test_a_memory_rolled_back_serves_its_old_text_and_history_says_who_and_why(
     pipeline_factory: Any,
 ) -> None:
     pipeline: PipelineHarness = pipeline_factory(**THRESHOLDS)
-    pipeline.llm.on(
-        "NEW: The user lives in Porto.",
-        {"contradicts": 1, "action": "UPDATE", "existing": 1, "reason": "moved"},
-        scope="last_user",
-    )
-    pipeline.llm.on(
-        "I live in Lisbon", fact("The user lives in Lisbon.", "location"), scope="last_user"
-    )
-    pipeline.llm.on(
-        "I moved to Porto", fact("The user lives in Porto.", "location"), scope="last_user"
-    )
+    script_a_move_from_lisbon_to_porto(pipeline)
     said(pipeline, "ivy", "s1", "I live in Lisbon.")
     (first,) = eventually(lambda: current(pipeline, "ivy"), lambda m: len(m) == 1, what="v1")
     said(pipeline, "ivy", "s2", "I moved to Porto.")
