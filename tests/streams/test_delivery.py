@@ -44,6 +44,25 @@ def texts(pipeline: PipelineHarness, user_id: str) -> list[str]:
     return sorted(m["text"] for m in pipeline.memories(user_id=user_id))
 
 
+def crashed_at_its_fault_point(pipeline: PipelineHarness) -> None:
+    """Wait until the semantic extractor has stopped at `MEMSTREAM_FAULT_POINT`."""
+    extractor = pipeline.pipeline.processes["extract:semantic"]
+    eventually(
+        lambda: extractor.running,
+        lambda running: not running,
+        timeout=120,
+        what="the extractor to crash at its fault point",
+    )
+
+
+def restarted_without_the_fault(pipeline: PipelineHarness) -> None:
+    """Start the crashed semantic extractor again, without its fault point, and wait for it."""
+    extractor = pipeline.pipeline.processes["extract:semantic"]
+    extractor.environment.pop("MEMSTREAM_FAULT_POINT")
+    extractor.start()
+    pipeline.pipeline.wait_ready(180, ["extract:semantic"])
+
+
 def test_an_extractor_killed_between_its_result_and_its_progress_keeps_one_answer(
     pipeline_factory: Any,
 ) -> None:
@@ -56,16 +75,8 @@ def test_an_extractor_killed_between_its_result_and_its_progress_keeps_one_answe
     pipeline.record("cy", "s1", [{"role": "user", "content": "I work at Stripe."}])
     pipeline.flush("cy", "s1")
 
-    extractor = pipeline.pipeline.processes["extract:semantic"]
-    eventually(
-        lambda: extractor.running,
-        lambda running: not running,
-        timeout=120,
-        what="the extractor to crash at its fault point",
-    )
-    extractor.environment.pop("MEMSTREAM_FAULT_POINT")
-    extractor.start()
-    pipeline.pipeline.wait_ready(180, ["extract:semantic"])
+    crashed_at_its_fault_point(pipeline)
+    restarted_without_the_fault(pipeline)
     pipeline.record("cy", "s2", [{"role": "user", "content": "I live in Lisbon."}])
     pipeline.flush("cy", "s2")
 
@@ -93,18 +104,10 @@ def test_an_extractor_killed_between_a_failed_result_and_its_dead_letter_sends_i
     pipeline.record("eve", "s1", [{"role": "user", "content": "I work at Stripe."}])
     pipeline.flush("eve", "s1")
 
-    extractor = pipeline.pipeline.processes["extract:semantic"]
-    eventually(
-        lambda: extractor.running,
-        lambda running: not running,
-        timeout=120,
-        what="the extractor to crash at its fault point",
-    )
+    crashed_at_its_fault_point(pipeline)
     assert pipeline.db["dead_letters"].count_documents({}) == 0
     asked = len(pipeline.llm.chat_requests)
-    extractor.environment.pop("MEMSTREAM_FAULT_POINT")
-    extractor.start()
-    pipeline.pipeline.wait_ready(180, ["extract:semantic"])
+    restarted_without_the_fault(pipeline)
 
     (letter,) = eventually(
         lambda: list(pipeline.db["dead_letters"].find()),
