@@ -39,6 +39,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_MAX_SNAPSHOT_BYTES | window.max_snapshot_bytes |
 | MEMSTREAM_MAX_TURN_CHARS | limits.max_turn_chars (SDK refusal, window dead letter) |
 | MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION | limits.max_memories_per_extraction |
+| MEMSTREAM_EXTRACTION_TURNS_PER_CALL | limits.extraction_turns_per_call |
 | MEMSTREAM_MAX_LLM_ANSWER_BYTES | limits.max_llm_answer_bytes |
 | MEMSTREAM_HTTP_HOST, MEMSTREAM_HTTP_PORT | http.host, http.port (`up` serves the API when set) |
 | MEMSTREAM_HTTP_MAX_BODY_BYTES | http.max_body_bytes |
@@ -299,6 +300,10 @@ class LimitsSettings(_Section):
     is dead-lettered)."""
     max_llm_answer_bytes: int = Field(default=DEFAULT_MAX_ANSWER_BYTES, ge=1_000, le=10_000_000)
     """Bytes of an extraction answer that are parsed; a longer answer is an invalid answer."""
+    extraction_turns_per_call: int | None = Field(default=None, ge=2, le=1_000)
+    """At most this many turns of a snapshot in one semantic extraction call (None: the whole
+    snapshot): more calls, more facts found by a small model (`handlers.extraction.base.
+    snapshot_parts`; BENCHMARKS.md, "LoCoMo")."""
 
 
 class HttpSettings(_Section):
@@ -429,6 +434,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_MAX_SNAPSHOT_BYTES": ("window", "max_snapshot_bytes"),
     "MEMSTREAM_MAX_TURN_CHARS": ("limits", "max_turn_chars"),
     "MEMSTREAM_MAX_MEMORIES_PER_EXTRACTION": ("limits", "max_memories_per_extraction"),
+    "MEMSTREAM_EXTRACTION_TURNS_PER_CALL": ("limits", "extraction_turns_per_call"),
     "MEMSTREAM_MAX_LLM_ANSWER_BYTES": ("limits", "max_llm_answer_bytes"),
     "MONGOMEM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),

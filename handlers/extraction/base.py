@@ -26,6 +26,33 @@ class ExtractionLimits:
 
     max_memories: int = DEFAULT_MAX_MEMORIES
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    turns_per_call: int | None = None
+    """At most this many turns of a snapshot in one call of the types in `SPLIT_TYPES` (None:
+    the whole snapshot in one call); see `snapshot_parts`."""
+
+
+SPLIT_TYPES: frozenset[MemoryType] = frozenset({"semantic"})
+"""The memory types whose extraction a long snapshot is split for (`turns_per_call`): facts are
+found turn by turn, so a part loses none; an episode can span the whole snapshot."""
+
+
+def snapshot_parts(
+    snapshot: SnapshotPromoted, turns_per_call: int | None
+) -> list[SnapshotPromoted]:
+    """The snapshot as consecutive parts of at most `turns_per_call` turns, in order (the whole
+    snapshot when it is no longer). Each part keeps the snapshot's ids and times, so what is
+    extracted from it is attributed to the snapshot; a pure function, so a replay splits alike.
+
+    Why: the packaged 1.5B model, given a whole session, lists a few facts and then repeats one;
+    given eight turns at a time it found twice the facts on a development conversation
+    (docs/architecture.md, "Operations")."""
+    turns = snapshot.turns
+    if turns_per_call is None or len(turns) <= turns_per_call:
+        return [snapshot]
+    return [
+        snapshot.model_copy(update={"turns": turns[start : start + turns_per_call]})
+        for start in range(0, len(turns), turns_per_call)
+    ]
 
 
 class InvalidExtraction(ValueError):
@@ -79,7 +106,46 @@ async def extract(
     Transport errors (LLM unreachable) propagate: the caller retries those without consuming the
     snapshot, so an outage never turns into dead letters. A snapshot the extractor does not find
     worth asking about costs no call: no memories, 0 attempts.
+
+    A snapshot longer than `limits.turns_per_call` is asked about part by part
+    (`snapshot_parts`, types in `SPLIT_TYPES`): the memories of every part, each once, or the
+    first part's failure (the snapshot is one decision: all of it or none).
     """
+    split = extractor.memory_type in SPLIT_TYPES
+    parts = snapshot_parts(snapshot, limits.turns_per_call if split else None)
+    if len(parts) == 1:
+        return await _extract_whole(extractor, snapshot, llm, attempts=attempts, limits=limits)
+    outcomes = [
+        await _extract_whole(extractor, part, llm, attempts=attempts, limits=limits)
+        for part in parts
+    ]
+    return _merged(outcomes)
+
+
+def _merged(outcomes: Sequence[ExtractionOutcome]) -> ExtractionOutcome:
+    """One outcome of a snapshot's parts: their memories in order, each (subject, text) once, or
+    the first failure with which part it was."""
+    attempts = sum(outcome.attempts for outcome in outcomes)
+    answers = tuple(answer for outcome in outcomes for answer in outcome.answers)
+    for index, outcome in enumerate(outcomes, start=1):
+        if outcome.failure is not None:
+            failure = f"part {index} of {len(outcomes)}: {outcome.failure}"
+            return ExtractionOutcome((), attempts, failure, outcome.last_answer, answers)
+    memories: dict[tuple[str, str], MemoryContent] = {}
+    for outcome in outcomes:
+        for memory in outcome.memories:
+            memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
+    return ExtractionOutcome(tuple(memories.values()), attempts, answers=answers)
+
+
+async def _extract_whole(
+    extractor: Extractor,
+    snapshot: SnapshotPromoted,
+    llm: ChatModel,
+    *,
+    attempts: int,
+    limits: ExtractionLimits,
+) -> ExtractionOutcome:
     if not extractor.worth_asking(snapshot):
         return ExtractionOutcome((), 0)
     prompt = extractor.prompt(snapshot)

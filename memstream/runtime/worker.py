@@ -62,6 +62,7 @@ def stream_settings(settings: Settings) -> StreamSettings:
         extraction_limits=ExtractionLimits(
             max_memories=settings.limits.max_memories_per_extraction,
             max_answer_bytes=settings.limits.max_llm_answer_bytes,
+            turns_per_call=settings.limits.extraction_turns_per_call,
         ),
         retention={
             name: timedelta(seconds=seconds)

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from handlers.extraction.base import ExtractionLimits, ExtractionOutcome, Extractor, extract
+from events.snapshots import SnapshotPromoted
+from handlers.extraction.base import (
+    ExtractionLimits,
+    ExtractionOutcome,
+    Extractor,
+    extract,
+    snapshot_parts,
+)
 from handlers.extraction.episodic import EpisodicExtractor
 from handlers.extraction.procedural import ProceduralExtractor
 from handlers.extraction.semantic import SemanticExtractor
@@ -222,3 +229,63 @@ async def test_the_memory_cap_counts_distinct_items_of_a_cut_answer() -> None:
     outcome = await extract(SemanticExtractor(), snapshot(), llm, limits=limits)
     assert outcome.attempts == 2  # 4 completed distinct items: over the cap, retried
     assert "4 memories in one answer, more than the limit of 3" in llm.calls[1][-1]["content"]
+
+
+# --- a long snapshot, part by part ------------------------------------------------------------
+
+
+def said(*texts: str) -> SnapshotPromoted:
+    return snapshot([{"role": "user", "content": text} for text in texts])
+
+
+def test_a_snapshot_is_split_into_consecutive_parts_that_keep_its_ids() -> None:
+    whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.", "I play chess.")
+    parts = snapshot_parts(whole, 3)
+    assert [[t.content for t in part.turns] for part in parts] == [
+        ["I work at Stripe.", "I have a beagle.", "I live in Lisbon."],
+        ["I play chess."],
+    ]
+    assert {(p.event_id, p.session_id, p.seq, p.occurred_at) for p in parts} == {
+        (whole.event_id, whole.session_id, whole.seq, whole.occurred_at)
+    }
+    assert snapshot_parts(whole, 4) == [whole] and snapshot_parts(whole, None) == [whole]
+
+
+def fact_answer(*statements: str) -> str:
+    return json.dumps({"facts": [{"subject": "the user", "statement": s} for s in statements]})
+
+
+async def test_a_long_snapshot_is_asked_about_part_by_part_and_its_memories_merged() -> None:
+    llm = FakeChatModel(
+        fact_answer("The user works at Stripe.", "The user has a beagle."),
+        fact_answer("The user has a beagle.", "The user lives in Lisbon."),
+    )
+    whole = said("I work at Stripe.", "I have a beagle.", "My beagle and I live in Lisbon.")
+    limits = ExtractionLimits(turns_per_call=2)
+    outcome = await extract(SemanticExtractor(), whole, llm, limits=limits)
+    assert [m.text for m in outcome.memories] == [
+        "The user works at Stripe.",
+        "The user has a beagle.",
+        "The user lives in Lisbon.",
+    ]
+    assert (outcome.attempts, outcome.failure, len(outcome.answers)) == (2, None, 2)
+    asked = [call[-1]["content"] for call in llm.calls]
+    assert "Stripe" in asked[0] and "Lisbon" not in asked[0]
+    assert "Lisbon" in asked[1] and "Stripe" not in asked[1]
+
+
+async def test_a_part_that_fails_fails_the_whole_snapshot_and_says_which() -> None:
+    llm = FakeChatModel(fact_answer("The user works at Stripe."), NOT_JSON, NOT_JSON)
+    whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.")
+    outcome = await extract(
+        SemanticExtractor(), whole, llm, attempts=2, limits=ExtractionLimits(turns_per_call=2)
+    )
+    assert outcome.memories == () and outcome.attempts == 3
+    assert outcome.failure is not None and outcome.failure.startswith("part 2 of 2: ")
+
+
+async def test_other_types_see_the_whole_snapshot_in_one_call() -> None:
+    llm = FakeChatModel('{"episodes": []}')
+    whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.")
+    await extract(EpisodicExtractor(), whole, llm, limits=ExtractionLimits(turns_per_call=2))
+    assert len(llm.calls) == 1
