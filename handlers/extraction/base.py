@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
-
-import orjson
 
 from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
@@ -205,9 +204,8 @@ def _drafts_in(answer: str) -> int:
     except InvalidExtraction:
         value = json_answer.completed_before_cut(answer)
     lists = [items for items in value.values() if isinstance(items, list)]
-    return sum(
-        len({orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in items}) for items in lists
-    )
+    # the standard library's encoder: a cut answer's integers are not bounded to 64 bits
+    return sum(len({json.dumps(item, sort_keys=True) for item in items}) for items in lists)
 
 
 def _correction(answer: str, reason: str) -> Sequence[dict[str, str]]:

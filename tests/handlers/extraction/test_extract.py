@@ -289,3 +289,15 @@ async def test_other_types_see_the_whole_snapshot_in_one_call() -> None:
     whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.")
     await extract(EpisodicExtractor(), whole, llm, limits=ExtractionLimits(turns_per_call=2))
     assert len(llm.calls) == 1
+
+
+async def test_a_cut_answer_with_an_integer_past_64_bits_is_counted_and_parsed() -> None:
+    item = (
+        '{"subject": "the user", "statement": "The user works at Stripe.", '
+        '"n": 1180591620717411303424}'
+    )
+    outcome = await run(FakeChatModel('{"facts": [' + item + ", " + item[:30]))
+    assert (outcome.failure, [m.text for m in outcome.memories]) == (
+        None,
+        ["The user works at Stripe."],
+    )

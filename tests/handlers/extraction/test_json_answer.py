@@ -68,3 +68,10 @@ def test_a_cut_answer_under_another_key_gives_nothing_under_this_one() -> None:
 def test_load_object_stays_strict_for_a_cut_answer() -> None:
     with pytest.raises(InvalidExtraction, match="not valid JSON"):
         load_object(WHOLE[:-5])
+
+
+def test_a_cut_answer_with_an_integer_past_64_bits_is_read() -> None:
+    whole = '{"facts": [{"subject": "the user", "n": 1180591620717411303424}, {"subject": "x"}]}'
+    assert items_under(whole[:-5], "facts") == [
+        {"subject": "the user", "n": 1180591620717411303424}
+    ]
