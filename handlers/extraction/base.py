@@ -43,8 +43,8 @@ def snapshot_parts(
     extracted from it is attributed to the snapshot; a pure function, so a replay splits alike.
 
     Why: the packaged 1.5B model, given a whole session, lists a few facts and then repeats one;
-    given eight turns at a time it found twice the facts on a development conversation
-    (docs/architecture.md, "Operations")."""
+    given eight turns at a time it found twice the facts on a development conversation, though
+    the answers did not improve (docs/architecture.md, "Operations")."""
     turns = snapshot.turns
     if turns_per_call is None or len(turns) <= turns_per_call:
         return [snapshot]
