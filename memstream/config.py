@@ -302,8 +302,8 @@ class LimitsSettings(_Section):
     """Bytes of an extraction answer that are parsed; a longer answer is an invalid answer."""
     extraction_turns_per_call: int | None = Field(default=None, ge=2, le=1_000)
     """At most this many turns of a snapshot in one semantic extraction call (None: the whole
-    snapshot): more calls and facts from a small model, not (yet) better answers (`handlers.extraction.base.
-    snapshot_parts`; BENCHMARKS.md, "LoCoMo")."""
+    snapshot): more calls and facts from a small model, not (yet) better answers
+    (`handlers.extraction.base.snapshot_parts`; BENCHMARKS.md, "LoCoMo")."""
 
 
 class HttpSettings(_Section):
