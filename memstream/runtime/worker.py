@@ -19,6 +19,7 @@ from handlers.topic_shift import TopicShiftPolicy
 from handlers.window import WindowPolicy
 from memstream.config import Settings
 from memstream.keystore.sealing import data_key_store
+from memstream.runtime.orphaning import exit_when_orphaned
 from streams.sealing import StageKeys
 from streams.settings import Clock, StreamSettings, utc_now
 
@@ -245,7 +246,8 @@ def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     for ours in ("events", "handlers", "streams", "projections", "memstream"):
         logging.getLogger(ours).setLevel(loglevel.upper())
     if os.environ.get(EXIT_WITH_PARENT_VARIABLE):
-        watch_for_orphaning()
+        # Faust's shutdown waits for a group coordinator, for minutes when the broker died too
+        exit_when_orphaned(name="memstream worker")
     worker = faust.Worker(app, loglevel=loglevel, override_logging=False, quiet=True)
     worker.execute_from_commandline()
 
@@ -269,30 +271,6 @@ def watch(app: faust.App, settings: Settings, stage: str) -> None:
 
 
 EXIT_WITH_PARENT_VARIABLE = "MEMSTREAM_EXIT_WITH_PARENT"
-"""Set by `memstream up` for its workers: they must not outlive it."""
-ORPHAN_GRACE_SECONDS = 20.0
-"""How long a worker whose parent died may take to shut down before it exits regardless."""
-
-
-def watch_for_orphaning(grace: float = ORPHAN_GRACE_SECONDS) -> None:
-    """Exit at most `grace` seconds after the process that started this worker died.
-
-    `memstream up` starts its workers to die with it (SIGTERM when it dies, docs/architecture.md,
-    "Operations"); when the broker died with it, Faust's shutdown waits for the group
-    coordinator — for minutes — and nothing would ever follow up with a SIGKILL. Exiting
-    uncleanly is a crash the pipeline is made to survive (at-least-once, idempotent effects).
-    Only `up`'s workers are watched (`EXIT_WITH_PARENT_VARIABLE`): a worker an operator started
-    from a shell with `nohup` is meant to outlive the shell."""
-    import threading
-    import time
-
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        time.sleep(grace)
-        print("memstream worker: its parent is gone; exiting", file=sys.stderr, flush=True)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+"""Set by `memstream up` for its workers: they must not outlive it. Only `up`'s workers watch
+for it (:func:`memstream.runtime.orphaning.exit_when_orphaned`): a worker an operator started
+from a shell with `nohup` is meant to outlive the shell."""

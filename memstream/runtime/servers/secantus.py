@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -16,7 +17,11 @@ log = logging.getLogger(__name__)
 
 
 def secantus_command() -> list[str]:
-    """The ``secantusd-py`` launcher next to this interpreter, else the one on PATH."""
+    """SecantusDB's daemon in this interpreter, wrapped so that it does not outlive its parent
+    (:mod:`memstream.runtime.servers.secantus_daemon`); else the ``secantusd-py`` launcher on
+    PATH, as it is."""
+    if importlib.util.find_spec("secantus") is not None:
+        return [sys.executable, "-m", "memstream.runtime.servers.secantus_daemon"]
     local = Path(sys.executable).parent / "secantusd-py"
     if local.is_file():
         return [str(local)]

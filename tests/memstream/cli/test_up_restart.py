@@ -170,9 +170,10 @@ def turn_ids_in_log(environment: dict[str, str]) -> set[str]:
     return {orjson.loads(r.value)["event_id"] for r in records if r.value is not None}
 
 
-def children_of(data_dir: Path) -> dict[int, int | None]:
+def children_of(data_dir: Path) -> dict[int, tuple[str, int | None]]:
+    """Each child `up` recorded: its name and start time, by pid."""
     record = json.loads((data_dir / RECORD_FILE).read_text())
-    return {int(pid): child["ticks"] for pid, child in record["children"].items()}
+    return {int(pid): (child["name"], child["ticks"]) for pid, child in record["children"].items()}
 
 
 # SIGINT leaves `up` the way SIGTERM does (both raise KeyboardInterrupt in it; see
@@ -198,7 +199,7 @@ def test_turns_recorded_before_up_is_stopped_reach_one_snapshot_after_the_restar
 
         if stop == "sigkill":  # nothing of the first life may hold a port or a folder
             eventually(
-                lambda: [pid for pid, ticks in children.items() if _alive(pid, ticks)],
+                lambda: [(pid, n) for pid, (n, ticks) in children.items() if _alive(pid, ticks)],
                 lambda alive: not alive,
                 timeout=60,
                 what="the killed up's children to die with it",
