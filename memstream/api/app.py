@@ -25,6 +25,7 @@ from memstream.api.auth import Authenticated, Caller
 from memstream.api.keys import KeyStore
 from memstream.api.mcp_server import build_mcp, http_caller
 from memstream.api.metrics import RequestMetrics, install_probes
+from memstream.api.paths import IdPath, UserPath
 from memstream.api.problems import PROBLEM_JSON, ApiProblem, BodyLimit, Problem, install
 from memstream.api.rollbacks import rollback_routes
 from memstream.config import Settings
@@ -39,15 +40,6 @@ UserQuery = Annotated[
         pattern=r"^[^\s|\x00-\x1f]+$",
         description="The end user (an application key must name it; ignored for a service "
         "account key).",
-    ),
-]
-UserPath = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=200,
-        pattern=r"^[^\s|\x00-\x1f]+$",
-        description="The end user (a service account key: its own id; see each operation).",
     ),
 ]
 Reason = Annotated[
@@ -304,7 +296,7 @@ def _forget_routes(router: APIRouter) -> None:
     )
     async def forget_memory(
         user_id: UserPath,
-        memory_id: Annotated[str, Path(min_length=1, max_length=200)],
+        memory_id: IdPath,
         caller: Authenticated,
         reason: Reason = "",
     ) -> Any:
@@ -358,9 +350,7 @@ def _forget_routes(router: APIRouter) -> None:
         responses={404: {"model": Problem, "description": "No receipt this key may read"}},
         tags=["forget"],
     )
-    async def erasure(
-        request_id: Annotated[str, Path(min_length=1, max_length=200)], caller: Authenticated
-    ) -> Any:
+    async def erasure(request_id: IdPath, caller: Authenticated) -> Any:
         """One request's receipt (404 until its first step is projected, and for a receipt of
         a user the key may not read)."""
         receipt = await caller.memory.erasure(request_id)

@@ -3,25 +3,14 @@ to the log and answers 202 with its id; a GET reads what the memory's stage deci
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 
 from memstream.api import models as m
 from memstream.api.auth import Authenticated
+from memstream.api.paths import IdPath, UserPath
 from memstream.api.problems import ApiProblem, Problem
-
-MemoryId = Annotated[str, Path(min_length=1, max_length=200)]
-UserId = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=200,
-        pattern=r"^[^\s|\x00-\x1f]+$",
-        description="The end user (a service account key: its own id).",
-    ),
-]
-"""As `memstream.api.app.UserPath` (which imports this module)."""
 
 
 def rollback_routes(router: APIRouter) -> None:
@@ -35,7 +24,7 @@ def rollback_routes(router: APIRouter) -> None:
         tags=["write"],
     )
     async def rollback(
-        user_id: UserId, memory_id: MemoryId, body: m.RollbackMemory, caller: Authenticated
+        user_id: UserPath, memory_id: IdPath, body: m.RollbackMemory, caller: Authenticated
     ) -> Any:
         """Restore one of the user's memories to an earlier version (a new version with its
         text); `requested_by` is the key's principal. The stage may refuse (an unknown
@@ -56,7 +45,7 @@ def rollback_routes(router: APIRouter) -> None:
         responses={404: {"model": Problem, "description": "Not decided yet, or unknown"}},
         tags=["read"],
     )
-    async def rollback_result(user_id: UserId, rollback_id: MemoryId, caller: Authenticated) -> Any:
+    async def rollback_result(user_id: UserPath, rollback_id: IdPath, caller: Authenticated) -> Any:
         """What the rollback did (404 until its result is projected)."""
         user = await caller.user(user_id)
         found = await caller.memory.rollback_result(user, rollback_id)
