@@ -64,6 +64,12 @@ class Provenance(BaseModel):
     embedding_model: str = Field(min_length=1, max_length=200)
     embedding_dimensions: int = Field(ge=1)
     reconciled_by: Literal["rule", "llm"] = "rule"
+    extractor: str | None = Field(default=None, max_length=64)
+    """The named extractor (`extractor:` in the project's configuration) of the stage that
+    decided; None in records written before extractors had names."""
+    extractor_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{12}$")
+    """A digest of the settings that name stood for then (model, temperature, prompt versions,
+    types, thresholds): the same name edited in place gets another digest."""
 
 
 class LLMUsage(BaseModel):

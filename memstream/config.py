@@ -9,6 +9,8 @@ Environment variables (they win over the file):
 | MONGODB_URI, MONGODB_DATABASE | mongodb.uri (unset: embedded server), mongodb.database |
 | OPENAI_BASE_URL, OPENAI_API_KEY, MEMSTREAM_LLM_MODEL | llm.base_url, llm.api_key, llm.model |
 | MEMSTREAM_LOCAL_LLM (auto, small, large, off) | llm.local (used when no endpoint is set) |
+| MEMSTREAM_EXTRACTOR | extractor (a name under extractors; memstream.extractors) |
+| MEMSTREAM_LLM_TEMPERATURE | llm.temperature |
 | MEMSTREAM_LLM_MAX_IN_FLIGHT | llm.max_in_flight (LLM calls in flight per worker) |
 | MEMSTREAM_LLM_DAILY_TOKEN_BUDGET | llm.daily_token_budget (per user, extraction) |
 | MEMSTREAM_LLM_BUDGET_CHECK_INTERVAL | llm.budget_check_seconds |
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +71,12 @@ from handlers.window import (
     DEFAULT_DEDUP_HORIZON,
     DEFAULT_MAX_SNAPSHOT_BYTES,
     SNAPSHOT_ENVELOPE_BYTES,
+)
+from memstream.extractors import (
+    DEFAULT_EXTRACTOR,
+    ExtractorSettings,
+    apply_extractor,
+    extractor_digest,
 )
 from streams.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol
 
@@ -193,6 +202,8 @@ class LLMSettings(_Section):
     """How often a snapshot waiting for its user's budget looks again."""
     max_tokens: int = Field(default=1024, ge=16, le=32_768)
     """Bounds each answer (small models in JSON mode may otherwise emit whitespace forever)."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of extraction and reconciliation calls (0: the most likely answer)."""
     local: Literal["auto", "small", "large", "off"] = "auto"
     """With no endpoint configured, `up`/`demo` start a local llama.cpp server with a packaged
     model (`auto` = `large`, or the GGUF file `MEMSTREAM_LOCAL_MODEL`); `off` refuses instead."""
@@ -389,6 +400,54 @@ class Settings(_Section):
     http: HttpSettings = HttpSettings()
     operations: OperationsSettings = OperationsSettings()
     data_dir: Path = Path(".memstream")
+    extractor: str = DEFAULT_EXTRACTOR
+    """The named extractor in use (`memstream.extractors`); its fields are applied above."""
+    extractors: dict[str, ExtractorSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_extractor(cls, raw: Any) -> Any:
+        return apply_extractor(raw, _prompt_versions) if isinstance(raw, dict) else raw
+
+
+def _prompt_versions() -> dict[str, str]:
+    """The code's prompt version per memory type (imports the extractors: asked only to check a
+    pin, so a window worker's settings do not load them)."""
+    from handlers.extraction.registry import EXTRACTORS
+
+    return {name: make().prompt_version for name, make in EXTRACTORS.items()}
+
+
+@dataclass(frozen=True)
+class ExtractorIdentity:
+    """What a memory's provenance records of the extractor that produced it."""
+
+    name: str
+    digest: str
+    """Of everything the name stood for when it ran (`memstream.extractors.extractor_digest`)."""
+
+
+def extractor_identity(settings: Settings) -> ExtractorIdentity:
+    """The extractor in use: its name, and a digest of the settings it decides with (not of
+    addresses or keys: the same extractor on another endpoint is the same extractor)."""
+    from handlers.extraction.registry import EXTRACTORS
+    from handlers.reconcile_prompt import BATCH_PROMPT_VERSION, PROMPT_VERSION
+
+    reconcile = settings.memory.reconcile
+    enabled = settings.memory.extraction.enabled
+    decides = {
+        "llm_model": settings.llm.model,
+        "temperature": settings.llm.temperature,
+        "max_answer_tokens": settings.llm.max_tokens,
+        "prompt_versions": {name: EXTRACTORS[name]().prompt_version for name in enabled},
+        "turns_per_call": settings.limits.extraction_turns_per_call,
+        "max_memories_per_extraction": settings.limits.max_memories_per_extraction,
+        "reconcile": reconcile.model_dump(mode="json"),
+        "reconcile_prompt": PROMPT_VERSION
+        if reconcile.questions_per_call == 1
+        else BATCH_PROMPT_VERSION,
+    }
+    return ExtractorIdentity(settings.extractor, extractor_digest(decides))
 
 
 _ENVIRONMENT: dict[str, tuple[str, ...]] = {
@@ -418,6 +477,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_LLM_MODEL": ("llm", "model"),
     "MEMSTREAM_LOCAL_LLM": ("llm", "local"),
     "MEMSTREAM_LLM_TIMEOUT": ("llm", "timeout_seconds"),
+    "MEMSTREAM_LLM_TEMPERATURE": ("llm", "temperature"),
     "MEMSTREAM_LLM_MAX_IN_FLIGHT": ("llm", "max_in_flight"),
     "MEMSTREAM_LLM_DAILY_TOKEN_BUDGET": ("llm", "daily_token_budget"),
     "MEMSTREAM_LLM_BUDGET_CHECK_INTERVAL": ("llm", "budget_check_seconds"),
@@ -453,6 +513,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_METRICS_HOST": ("operations", "metrics_host"),
     "MEMSTREAM_DRAIN_SECONDS": ("operations", "drain_seconds"),
     "MEMSTREAM_DATA_DIR": ("data_dir",),
+    "MEMSTREAM_EXTRACTOR": ("extractor",),
 }
 """Environment variable -> setting path. Later entries win (MEMSTREAM_ over the MONGOMEM_ alias)."""
 

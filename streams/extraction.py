@@ -389,6 +389,8 @@ class ExtractionStage:
             llm_model=self.models.llm_model,
             embedding_model=self.models.embedder.model_name,
             embedding_dimensions=self.models.embedder.dimension,
+            extractor=self.models.extractor,
+            extractor_digest=self.models.extractor_digest,
         )
 
     async def _read(self, read: Callable[..., Any], *args: Any) -> Any:

@@ -38,6 +38,9 @@ class MemoryModels:
     questions_per_call: int = 1
     """Ambiguous memories reconciliation asks about in one LLM call
     (`memory.reconcile.questions_per_call`)."""
+    extractor: str | None = None
+    """The named extractor these models belong to, and its digest (recorded in provenance)."""
+    extractor_digest: str | None = None
 
 
 class BoundedChat:

@@ -58,9 +58,11 @@ class OpenAIChatModel:
         model: str,
         timeout: float = 120.0,
         max_tokens: int = 1024,
+        temperature: float = 0.0,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        self.temperature = temperature
         self._client = openai.AsyncOpenAI(
             # No client-side retries: an abandoned request keeps a local server busy; the
             # extraction stage retries unreachable LLMs itself, with back-off.
@@ -76,7 +78,7 @@ class OpenAIChatModel:
                 model=self.model,
                 messages=cast(Any, list(messages)),
                 response_format={"type": "json_object"},
-                temperature=0,
+                temperature=self.temperature,
                 max_tokens=self.max_tokens,
             )
         except RETRYABLE as exc:
@@ -128,6 +130,7 @@ def chat_model(settings: LLMSettings) -> ChatModel:
         model=settings.model,
         timeout=settings.timeout_seconds,
         max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
     )
 
 

@@ -17,7 +17,7 @@ from handlers.extraction.base import ExtractionLimits
 from handlers.key_ring import StoreKeyRing
 from handlers.topic_shift import TopicShiftPolicy
 from handlers.window import WindowPolicy
-from memstream.config import Settings
+from memstream.config import Settings, extractor_identity
 from memstream.keystore.sealing import data_key_store
 from memstream.runtime.orphaning import exit_when_orphaned
 from streams.sealing import StageKeys
@@ -130,6 +130,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         from streams.models import MemoryModels
 
         reconcile = settings.memory.reconcile
+        identity = extractor_identity(settings)
         models = MemoryModels(
             llm=chat_model(settings.llm),
             llm_model=settings.llm.model or "",
@@ -140,6 +141,8 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
                 max_options=reconcile.max_options,
             ),
             questions_per_call=reconcile.questions_per_call,
+            extractor=identity.name,
+            extractor_digest=identity.digest,
         )
         enabled = memory_type in settings.memory.extraction.enabled
         extractor = extractor_for(memory_type) if enabled else None

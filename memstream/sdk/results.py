@@ -40,6 +40,9 @@ class Provenance(TypedDict):
     embedding_model: str
     embedding_dimensions: int
     reconciled_by: Literal["rule", "llm"]
+    extractor: NotRequired[str | None]
+    """The named extractor that decided (absent from versions written before names)."""
+    extractor_digest: NotRequired[str | None]
 
 
 class Evidence(TypedDict):

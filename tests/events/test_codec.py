@@ -396,6 +396,24 @@ def test_records_written_before_expiry_existed_decode_without_one(name: str) -> 
     assert all(getattr(item, "expires_at", None) is None for item in decisions)
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "MemoryAdded",
+        "MemoryReinforced",
+        "MemoryRolledBack",
+        "MemorySaved",
+        "MemoryUpdated",
+        "SnapshotExtracted",
+    ],
+)
+def test_records_written_before_extractors_had_names_decode_without_one(name: str) -> None:
+    event = decode((SAMPLES / "legacy" / f"{name}.before-extractor-names.json").read_bytes())
+    decisions = getattr(event, "decisions", None) or [getattr(event, "decision", None) or event]
+    provenances = [item.provenance for item in decisions if item.provenance is not None]
+    assert provenances and all(p.extractor is p.extractor_digest is None for p in provenances)
+
+
 def test_decisions_nested_in_a_stored_result_are_lifted_too() -> None:
     stored = SAMPLES / "legacy" / "SnapshotExtracted.v2-nested-v1.json"
     event = decode(stored.read_bytes())
