@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,16 +109,27 @@ async def extract(
 
     A snapshot longer than `limits.turns_per_call` is asked about part by part
     (`snapshot_parts`, types in `SPLIT_TYPES`): the memories of every part, each once, or the
-    first part's failure (the snapshot is one decision: all of it or none).
+    first part's failure (the snapshot is one decision: all of it or none). The parts are asked
+    at once (the LLM port bounds the calls in flight); an outage in one cancels the others and
+    propagates.
     """
     split = extractor.memory_type in SPLIT_TYPES
     parts = snapshot_parts(snapshot, limits.turns_per_call if split else None)
     if len(parts) == 1:
         return await _extract_whole(extractor, snapshot, llm, attempts=attempts, limits=limits)
-    outcomes = [
-        await _extract_whole(extractor, part, llm, attempts=attempts, limits=limits)
+    asked = [
+        asyncio.ensure_future(
+            _extract_whole(extractor, part, llm, attempts=attempts, limits=limits)
+        )
         for part in parts
     ]
+    try:
+        outcomes = await asyncio.gather(*asked)
+    except BaseException:  # an outage in one part: the others' answers would be dropped anyway
+        for task in asked:
+            task.cancel()
+        await asyncio.gather(*asked, return_exceptions=True)
+        raise
     return _merged(outcomes)
 
 

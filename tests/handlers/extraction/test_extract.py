@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 
@@ -282,6 +283,46 @@ async def test_a_part_that_fails_fails_the_whole_snapshot_and_says_which() -> No
     )
     assert outcome.memories == () and outcome.attempts == 3
     assert outcome.failure is not None and outcome.failure.startswith("part 2 of 2: ")
+
+
+class ConcurrentChatModel:
+    """Answers every call with one fact after the others started, counting calls in flight; the
+    call about `outage_on` fails as an unreachable endpoint."""
+
+    def __init__(self, outage_on: str | None = None) -> None:
+        self.outage_on = outage_on
+        self.in_flight = self.peak = self.answered = 0
+
+    async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)  # let the other parts start
+            if self.outage_on and self.outage_on in messages[-1]["content"]:
+                raise LLMUnavailable("connection refused")
+            await asyncio.sleep(0.05)
+            self.answered += 1
+            return ChatAnswer(fact_answer("The user works at Stripe."), "fake", 10, 5)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_the_parts_of_a_long_snapshot_are_asked_at_once() -> None:
+    llm = ConcurrentChatModel()
+    whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.", "I play chess.")
+    outcome = await extract(
+        SemanticExtractor(), whole, llm, limits=ExtractionLimits(turns_per_call=2)
+    )
+    assert (llm.peak, llm.answered, outcome.attempts) == (2, 2, 2)
+
+
+async def test_an_outage_in_one_part_cancels_the_others_and_is_waited_out_by_the_caller() -> None:
+    llm = ConcurrentChatModel(outage_on="Lisbon")
+    whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.", "I play chess.")
+    with pytest.raises(LLMUnavailable):
+        await extract(SemanticExtractor(), whole, llm, limits=ExtractionLimits(turns_per_call=2))
+    assert (llm.peak, llm.answered, llm.in_flight) == (2, 0, 0)
 
 
 async def test_other_types_see_the_whole_snapshot_in_one_call() -> None:
