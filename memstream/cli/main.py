@@ -319,6 +319,7 @@ def _schema_export(args: argparse.Namespace) -> int:
 
 
 def _config_validate(args: argparse.Namespace) -> int:
+    from memstream.config import extractor_identity
     from memstream.runtime.preflight import problems
 
     settings = _settings()
@@ -329,6 +330,8 @@ def _config_validate(args: argparse.Namespace) -> int:
     import yaml
 
     print(yaml.safe_dump(shown, sort_keys=False).rstrip())
+    identity = extractor_identity(settings)
+    print(f"# extractor: {identity.name}, digest {identity.digest} (as memories record it)")
     found = problems(settings)
     for problem in found:
         print(f"problem: {problem}", file=sys.stderr)

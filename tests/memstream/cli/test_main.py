@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from events.schema import json_schemas
+from memstream.config import extractor_identity, load_settings
 
 
 def memstream(
@@ -80,6 +81,16 @@ def test_config_shows_kafka_security_with_its_secrets_masked(tmp_path: Path) -> 
     assert "ssl_cafile: /etc/kafka/ca.pem" in result.stdout
     assert "alice-secret" not in result.stdout and "key-secret" not in result.stdout
     assert "sasl_password: '***'" in result.stdout
+
+
+def test_config_validate_names_the_extractor_in_use_and_its_digest(tmp_path: Path) -> None:
+    config = tmp_path / "project-config.yaml"
+    config.write_text("extractors:\n  v2: {temperature: 0.2}\n", encoding="utf-8")
+    environment = {"MEMSTREAM_EXTRACTOR": "v2"}
+    result = memstream("config", "validate", cwd=tmp_path, env=environment)
+    digest = extractor_identity(load_settings(config, environment)).digest
+    assert f"# extractor: v2, digest {digest} (as memories record it)" in result.stdout
+    assert "temperature: 0.2" in result.stdout
 
 
 def test_config_validate_refuses_a_sasl_login_without_a_password(tmp_path: Path) -> None:
