@@ -1,6 +1,7 @@
 """Immutable event models, the codec and topic names. Imports neither faust nor pymongo."""
 
 from events.codec import AnyEvent, EventDecodeError, EventTooLarge, decode, encode
+from events.consolidations import MemoriesConsolidated, MemoryConsolidationRequested
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import (
     ASSISTANT_SUBJECT,
@@ -48,7 +49,9 @@ __all__ = [
     "Evidence",
     "InputDeadLettered",
     "LLMUsage",
+    "MemoriesConsolidated",
     "MemoryAdded",
+    "MemoryConsolidationRequested",
     "MemoryContent",
     "MemoryDecision",
     "MemoryEvent",

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
+from events.consolidations import MemoriesConsolidated, MemoryConsolidationRequested
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.forgetting import (
     MemoriesForgotten,
@@ -38,6 +39,8 @@ AnyEvent = Annotated[
     | MemorySaved
     | MemoryRollbackRequested
     | MemoryRolledBack
+    | MemoryConsolidationRequested
+    | MemoriesConsolidated
     | InputDeadLettered
     | DeadLetterRedriven
     | MemoryForgotten
@@ -61,6 +64,8 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     MemorySaved,
     MemoryRollbackRequested,
     MemoryRolledBack,
+    MemoryConsolidationRequested,
+    MemoriesConsolidated,
     InputDeadLettered,
     DeadLetterRedriven,
     MemoryForgotten,

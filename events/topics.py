@@ -18,13 +18,14 @@ class Topics:
 
     @property
     def snapshots(self) -> str:
-        """SnapshotPromoted, MemorySaveRequested, MemoryRollbackRequested — keyed by `user_id`."""
+        """SnapshotPromoted, MemorySaveRequested, MemoryRollbackRequested,
+        MemoryConsolidationRequested — keyed by `user_id`."""
         return f"{self.prefix}snapshots"
 
     @property
     def memories(self) -> str:
-        """SnapshotExtracted, MemorySaved, MemoryRolledBack (and 0.1's standalone memory events) —
-        keyed by user."""
+        """SnapshotExtracted, MemorySaved, MemoryRolledBack, MemoriesConsolidated (and 0.1's
+        standalone memory events) — keyed by user."""
         return f"{self.prefix}memories"
 
     @property

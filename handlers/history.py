@@ -5,7 +5,8 @@ Pure (docs/architecture.md, "Read models"). The `memories` collection keeps ever
 what the events up to *t* made of them:
 
 * a version existed at *t* if the event that created it occurred at or before *t*;
-* it was *current* at *t* if no later version of the same memory had been created by *t*;
+* it was *current* at *t* if no later version of the same memory had been created by *t*, and
+  no consolidation had retired the memory by *t* (`retired_into.at`);
 * its reinforcement count and evidence at *t* are those of the reinforcements up to *t*;
 * attributes merged by a reinforcement after *t* are taken out again.
 
@@ -55,8 +56,15 @@ def state_as_of(
             by_version.get((version["memory_id"], version["version"]), []),
         )
         for version in latest.values()
+        if not _retired_by(version, at)
     ]
     return sorted(states, key=lambda s: (s["created_at"], s["_id"]), reverse=True)
+
+
+def _retired_by(version: Mapping[str, Any], at: datetime) -> bool:
+    """Whether a consolidation retired the memory at this version by `at`."""
+    retired = version.get("retired_into")
+    return isinstance(retired, Mapping) and bool(retired["at"] <= at)
 
 
 def _as_it_was(
@@ -83,6 +91,7 @@ def _as_it_was(
         **version,
         "status": "current",
         "superseded_by": None,
+        "retired_into": None,
         "reinforcement_count": len(ordered),
         "evidence": evidence,
         "attributes": attributes,

@@ -14,6 +14,7 @@ forgotten, and the reader skips it.
 from __future__ import annotations
 
 from events.codec import AnyEvent, EventDecodeError, decode
+from events.consolidations import MemoriesConsolidated, MemoryConsolidationRequested
 from events.forgetting import (
     MemoryExpired,
     MemoryForgotten,
@@ -36,12 +37,13 @@ SnapshotsTopicEvent = (
     SnapshotPromoted
     | MemorySaveRequested
     | MemoryRollbackRequested
+    | MemoryConsolidationRequested
     | MemoryForgotten
     | UserForgotten
     | SessionsForgotten
     | MemoryExpired
 )
-ResultRecord = SnapshotExtracted | MemorySaved | MemoryRolledBack
+ResultRecord = SnapshotExtracted | MemorySaved | MemoryRolledBack | MemoriesConsolidated
 
 
 class InvalidRecord(ValueError):
@@ -67,7 +69,8 @@ def read_turns_record(
 def read_snapshots_record(
     key: bytes | None, value: bytes | None, keys: KeyRing | None = None
 ) -> SnapshotsTopicEvent:
-    """A snapshots-topic record as its event (a snapshot, a direct save, a rollback), keyed by
+    """A snapshots-topic record as its event (a snapshot, a direct save, a rollback, a
+    consolidation), keyed by
     its user."""
     event = _decoded(value, keys)
     if not isinstance(event, SnapshotsTopicEvent):
@@ -75,7 +78,9 @@ def read_snapshots_record(
     _check_key(key, event.key)
     if isinstance(event, UserForgotten) and event.turns_partition is not None:
         raise InvalidRecord("a UserForgotten on the snapshots topic has no turns_partition")
-    if isinstance(event, MemorySaveRequested | MemoryRollbackRequested):
+    if isinstance(
+        event, MemorySaveRequested | MemoryRollbackRequested | MemoryConsolidationRequested
+    ):
         _check_principal(event.user_id, event)
     return event
 
@@ -106,7 +111,11 @@ def _check_key(key: bytes | None, expected: str) -> None:
 
 
 def _check_principal(
-    user_id: str, event: TurnRecorded | MemorySaveRequested | MemoryRollbackRequested
+    user_id: str,
+    event: TurnRecorded
+    | MemorySaveRequested
+    | MemoryRollbackRequested
+    | MemoryConsolidationRequested,
 ) -> None:
     # The principal recorded on the event is the only identity the pipeline trusts
     # (docs/architecture.md, "Identity").

@@ -5,7 +5,8 @@ Read-your-writes: two snapshots of one user arriving back to back must not both 
 fact, even when MongoDB has not projected the first one's decisions. So a memory type's stage
 reads the user's current memories from the read model and applies to them, in log order, every
 record it wrote that the read model may not hold yet: its results (their decisions, through
-`handlers.reconcile.evolve`) and its forget facts (the memories they name leave).
+`handlers.reconcile.evolve`), its forget facts (the memories they name leave) and its
+consolidations (their decisions, then the memories they retired leave).
 
 Applying a record the read model already holds changes nothing, which is what makes the read
 model's lag harmless: `evolve` adds a memory only if it is not known, replaces it only with a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from events.consolidations import MemoriesConsolidated
 from events.forgetting import MemoriesForgotten
 from events.memories import MemoryType
 from handlers.inputs import ResultRecord
@@ -46,4 +48,7 @@ def with_own_records(
                 state.pop(memory_id, None)
         else:
             state = evolve(state, record.decisions)
+            if isinstance(record, MemoriesConsolidated):  # retired: current no more
+                for retired in record.retired:
+                    state.pop(retired.memory_id, None)
     return state

@@ -68,7 +68,12 @@ class StageReadModel(Protocol):
 
     def current_memories(self, user_id: str, memory_type: MemoryType) -> list[KnownMemory]: ...
 
-    def memory_facts(self, user_id: str, memory_type: MemoryType) -> list[KnownMemoryFacts]: ...
+    def memory_facts(
+        self, user_id: str, memory_type: MemoryType, *, retired: bool = False
+    ) -> list[KnownMemoryFacts]:
+        """The user's current memories of `memory_type` without content (with `retired`, the
+        memories a consolidation retired too: forgetting a session or a user erases them)."""
+        ...
 
     def extraction_holder(self, snapshot_id: str, memory_type: MemoryType) -> str | None:
         """The id of the result holding the snapshot's extraction of `memory_type`, if any."""
@@ -88,6 +93,10 @@ class StageReadModel(Protocol):
         ...
 
     def rollback_projected(self, result_id: str) -> bool: ...
+
+    def consolidation_projected(self, result_id: str) -> bool:
+        """Whether a consolidation's result (one per request and type) is projected."""
+        ...
 
     def due_memories(self, memory_type: MemoryType, now: datetime) -> list[KnownMemoryFacts]:
         """Current memories whose version expires at or before `now`."""

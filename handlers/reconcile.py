@@ -92,10 +92,20 @@ class Thresholds:
     reinforce: float
     ask: float
     max_options: int = 3
+    consolidate: float | None = None
+    """Consolidation's: current memories of one subject at or above it are one cluster
+    (`handlers.consolidation`); None: `ask` (the band where reconciliation asks the LLM)."""
 
     def __post_init__(self) -> None:
         if not -1.0 <= self.ask <= self.reinforce <= 1.0:
             raise ValueError("thresholds must satisfy -1 <= ask <= reinforce <= 1")
+        if self.consolidate is not None and not -1.0 <= self.consolidate <= 1.0:
+            raise ValueError("the consolidation threshold must be between -1 and 1")
+
+    @property
+    def cluster(self) -> float:
+        """The similarity at which consolidation puts two memories in one cluster."""
+        return self.ask if self.consolidate is None else self.consolidate
         if self.max_options < 1:
             raise ValueError("max_options must be at least 1")
 

@@ -11,9 +11,13 @@ So the rule of what is sealed lives here once, for every writer and reader.
 * `SnapshotExtracted`: `failure` (it may quote the LLM's answer); the session's key; the
   result's `event_id`.
 * Memory decisions (`MemoryAdded`, `MemoryUpdated`, `MemoryReinforced`, alone or inside a
-  `SnapshotExtracted`, `MemorySaved` or `MemoryRolledBack`): `content` (as JSON), `embedding`
-  (float64s), `reason`, `merged_attributes` (JSON); the memory's key; the decision's `event_id`.
+  `SnapshotExtracted`, `MemorySaved`, `MemoryRolledBack` or `MemoriesConsolidated`): `content`
+  (as JSON), `embedding` (float64s), `reason`, `merged_attributes` (JSON); the memory's key;
+  the decision's `event_id`.
 * `MemorySaveRequested`: `content` (JSON); the user's key; the save's `event_id`.
+* `MemoryConsolidationRequested` and `MemoriesConsolidated`'s own fields hold no content either
+  (ids, counts, who asked and why); the merged text and the LLM's reason are the surviving
+  decisions', sealed as above.
 * `MemoryRollbackRequested` and `MemoryRolledBack`'s own fields hold no content: who asked and
   why (`requested_by`, `reason`) stay plaintext, like a forget request's; the restored content
   is the decision's, sealed as above.
@@ -73,7 +77,9 @@ _SAVE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("content", "json"),)
 _TOPIC_FIELDS: tuple[tuple[str, FieldKind], ...] = (("topic", "vector"),)
 _FAILURE_FIELDS: tuple[tuple[str, FieldKind], ...] = (("failure", "text"),)
 MEMORY_EVENT_TYPES = frozenset({"MemoryAdded", "MemoryUpdated", "MemoryReinforced"})
-RESULT_EVENT_TYPES = frozenset({"SnapshotExtracted", "MemorySaved", "MemoryRolledBack"})
+RESULT_EVENT_TYPES = frozenset(
+    {"SnapshotExtracted", "MemorySaved", "MemoryRolledBack", "MemoriesConsolidated"}
+)
 
 
 class KeyNotCached(LookupError):

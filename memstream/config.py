@@ -23,6 +23,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_DEDUP_HORIZON | window.dedup_horizon_seconds |
 | MEMSTREAM_ENABLED_EXTRACTIONS (alias MONGOMEM_ENABLED_EXTRACTIONS) | memory.extraction.enabled |
 | MEMSTREAM_REINFORCE_THRESHOLD, MEMSTREAM_ASK_THRESHOLD | memory.reconcile.* |
+| MEMSTREAM_CONSOLIDATE_THRESHOLD | memory.reconcile.consolidate_threshold |
 | MEMSTREAM_RECONCILE_QUESTIONS_PER_CALL | memory.reconcile.questions_per_call |
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
 | MEMSTREAM_EXPIRY_CHECK_INTERVAL | memory.expiry_check_interval_seconds |
@@ -286,6 +287,9 @@ class ReconcileSettings(_Section):
     """At or above (and below `reinforce_threshold`): the LLM decides among the candidates."""
     max_options: int = Field(default=3, ge=1, le=10)
     """How many candidates the LLM is shown at most."""
+    consolidate_threshold: float | None = Field(default=None, ge=-1, le=1)
+    """At or above: two current memories of one subject are one consolidation cluster
+    (docs/architecture.md, "Consolidation"). Unset: `ask_threshold`."""
     questions_per_call: int = Field(default=1, ge=1, le=8)
     """Ambiguous memories asked about in one LLM call (`reconcile-batch-1` above 1). 1 by
     default: on the labelled pairs the packaged 1.5B model decided 74/102 right one at a time
@@ -500,6 +504,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),
     "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
+    "MEMSTREAM_CONSOLIDATE_THRESHOLD": ("memory", "reconcile", "consolidate_threshold"),
     "MEMSTREAM_RECONCILE_QUESTIONS_PER_CALL": ("memory", "reconcile", "questions_per_call"),
     "MEMSTREAM_RETENTION": ("memory", "retention_seconds"),
     "MEMSTREAM_EXPIRY_CHECK_INTERVAL": ("memory", "expiry_check_interval_seconds"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from events.codec import AnyEvent
+from events.consolidations import MemoriesConsolidated
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.forgetting import (
     MemoriesForgotten,
@@ -17,6 +18,7 @@ from events.rollbacks import MemoryRolledBack
 from events.saves import MemorySaved
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import TurnRecorded
+from projections.consolidations import project_consolidation
 from projections.extractions import project_extraction, project_rollback, project_save
 from projections.forgetting import project_forgetting
 from projections.memories import project_memory_event
@@ -42,6 +44,8 @@ def apply_event(db: Writes, event: AnyEvent, *, partition: int | None = None) ->
         project_save(db, event)
     elif isinstance(event, MemoryRolledBack):
         project_rollback(db, event)
+    elif isinstance(event, MemoriesConsolidated):
+        project_consolidation(db, event)
     elif isinstance(event, MemoryAdded | MemoryUpdated | MemoryReinforced):
         project_memory_event(db, event)  # a memory event recorded on its own (releases ≤ 0.1)
     elif isinstance(event, InputDeadLettered):

@@ -50,6 +50,7 @@ from projections.apply import apply_event
 from projections.deciding import ABSENT, Decider, Key, Queued, listed
 from projections.documents import Unsupported, condition_paths
 from projections.store import (
+    CONSOLIDATIONS,
     DEAD_LETTERS,
     ERASURES,
     MEMORIES,
@@ -71,6 +72,7 @@ SENT_FIRST = (
     SNAPSHOTS,
     SAVES,
     ROLLBACKS,
+    CONSOLIDATIONS,
     TURNS,
     MEMORIES,
     MEMORY_EVENTS,

@@ -72,6 +72,7 @@ from events.memories import MemoryType
 from handlers.key_erasure import KeysToDestroy
 from projections.memories import count_changes, version_id
 from projections.store import (
+    CONSOLIDATIONS,
     ERASURES,
     MEMORIES,
     MEMORY_EVENTS,
@@ -263,10 +264,10 @@ def _erase_result_stubs(db: Writes, user_id: str, sessions: list[str]) -> None:
 
 def _erase_saves(db: Writes, fact: MemoriesForgotten, memory_ids: list[str]) -> int:
     """The saves that decided about the memories (every save of the type when the request
-    covers saves), and the rollbacks of the memories (every rollback of the type with them):
-    counted as saves."""
+    covers saves), and the rollbacks and consolidations of the memories (every one of the type
+    with them): counted as saves."""
     erased = 0
-    for collection in (SAVES, ROLLBACKS):
+    for collection in (SAVES, ROLLBACKS, CONSOLIDATIONS):
         if memory_ids:
             mine = {"user_id": fact.user_id, "memory_ids": {"$in": memory_ids}}
             erased += db.delete(collection, mine)

@@ -17,7 +17,7 @@ from events.memories import MemoryContent, MemoryType
 from handlers.reconcile import KnownMemory, KnownMemoryFacts
 from handlers.rollback import StoredVersion
 from projections.progress import projected_offsets
-from projections.store import ERASURES, MEMORIES, ROLLBACKS, SAVES, SNAPSHOTS, Db
+from projections.store import CONSOLIDATIONS, ERASURES, MEMORIES, ROLLBACKS, SAVES, SNAPSHOTS, Db
 from projections.vectors import unpack_vector
 
 _CURRENT_FIELDS = {
@@ -65,11 +65,15 @@ class StageReadModel:
         origins = self._origins(selector)
         return [_known(document, origins.get(document["memory_id"], ())) for document in current]
 
-    def memory_facts(self, user_id: str, memory_type: MemoryType) -> list[KnownMemoryFacts]:
-        """The user's current memories of `memory_type` without their content (forgetting)."""
+    def memory_facts(
+        self, user_id: str, memory_type: MemoryType, *, retired: bool = False
+    ) -> list[KnownMemoryFacts]:
+        """The user's current memories of `memory_type` without their content (forgetting);
+        with `retired`, the memories a consolidation retired too."""
         selector = {"user_id": user_id, "memory_type": memory_type}
         fields = {**_FACT_FIELDS, "expires_at": 1}
-        current = list(self._db[MEMORIES].find({**selector, "status": "current"}, fields))
+        status: Any = {"$in": ["current", "retired"]} if retired else "current"
+        current = list(self._db[MEMORIES].find({**selector, "status": status}, fields))
         if not current:
             return []
         origins = self._origins(selector)
@@ -103,6 +107,10 @@ class StageReadModel:
     def rollback_projected(self, result_id: str) -> bool:
         """Whether a rollback's result is in `rollbacks`."""
         return self._db[ROLLBACKS].find_one({"_id": result_id}, {"_id": 1}) is not None
+
+    def consolidation_projected(self, result_id: str) -> bool:
+        """Whether a consolidation's result is in `consolidations`."""
+        return self._db[CONSOLIDATIONS].find_one({"_id": result_id}, {"_id": 1}) is not None
 
     def memory_versions(self, memory_id: str) -> list[StoredVersion]:
         """Every stored version of `memory_id` (any status, whoever's), oldest first."""

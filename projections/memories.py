@@ -60,6 +60,7 @@ def _insert_version(db: Writes, event: MemoryAdded | MemoryUpdated) -> None:
         "provenance": event.provenance.model_dump() if event.provenance else None,
         "status": "current",
         "superseded_by": None,
+        "retired_into": None,
         "reinforcement_count": 0,
         "evidence": [_evidence(event)],
         "expires_at": event.expires_at,

@@ -20,6 +20,10 @@ SAVES = "saves"
 ROLLBACKS = "rollbacks"
 """One per rollback request (`_id`: its result's event id): who asked, why, the memory and the
 version restored, the restoring decision's id, or why it was refused (`projections.extractions`)."""
+CONSOLIDATIONS = "consolidations"
+"""One per consolidation request and memory type (`_id`: its result's event id): who asked,
+why, the budget, the clusters and what became of them, the surviving and retired memories'
+ids, the cost (`projections.consolidations`). Ids and counts only, never content."""
 ERASURES = "erasures"
 """The receipts of forgetting, one per request (`_id`: the request's event id): who asked, why,
 when, and what each stage erased — counts and ids, never content (`projections.forgetting`)."""
@@ -69,6 +73,10 @@ INDEXES: dict[str, list[IndexModel]] = {
     DEAD_LETTERS: [IndexModel([("stage", ASCENDING), ("dead_lettered_at", DESCENDING)])],
     SAVES: [IndexModel([("user_id", ASCENDING), ("at", DESCENDING)])],
     ROLLBACKS: [IndexModel([("user_id", ASCENDING), ("memory_id", ASCENDING), ("at", ASCENDING)])],
+    CONSOLIDATIONS: [
+        IndexModel([("user_id", ASCENDING), ("consolidation_id", ASCENDING)]),
+        IndexModel([("user_id", ASCENDING), ("memory_ids", ASCENDING)]),
+    ],
     ERASURES: [IndexModel([("user_id", ASCENDING), ("requested_at", ASCENDING)])],
 }
 

@@ -11,7 +11,8 @@ either way (docs/architecture.md, "Stages"). The agent only wires:
 * **a save request** — skip a save whose result is written; embed, reconcile, write one
   `MemorySaved`;
 * **a forget request** — write one `MemoriesForgotten` naming the memories it erases;
-* **a rollback request** — write one `MemoryRolledBack` (`streams.rollbacks`).
+* **a rollback request** — write one `MemoryRolledBack` (`streams.rollbacks`);
+* **a consolidation request** — write one `MemoriesConsolidated` (`streams.consolidations`).
 
 Many records are in flight at once, one user's strictly in order (`streams.consuming`,
 `streams.concurrency`): the LLM calls are bounded per worker (`streams.models.BoundedChat`),
@@ -33,6 +34,7 @@ from typing import Any
 
 import faust
 
+from events.consolidations import MemoryConsolidationRequested
 from events.forgetting import MemoryExpired, MemoryForgotten, SessionsForgotten, UserForgotten
 from events.memories import MemoryEvent, MemoryType, Provenance
 from events.rollbacks import MemoryRollbackRequested
@@ -63,12 +65,21 @@ from handlers.forgetting import (
 from handlers.inputs import InvalidRecord, read_snapshots_record
 from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
-from handlers.reconcile import Answer, KnownMemory, NewMemory, Question, Source, reconcile
+from handlers.reconcile import (
+    Answer,
+    KnownMemory,
+    KnownMemoryFacts,
+    NewMemory,
+    Question,
+    Source,
+    reconcile,
+)
 from handlers.sealing import KeyDestroyed
 from handlers.vectors import rounded
 from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.budget import BudgetGate
+from streams.consolidations import consolidate
 from streams.consuming import ConcurrentRecords
 from streams.dead_letters import dead_letter
 from streams.expiry_timer import ExpiryTimer
@@ -162,6 +173,8 @@ class ExtractionStage:
             await self.save(event, record)
         elif isinstance(event, MemoryRollbackRequested):
             await self.roll_back(event, record)
+        elif isinstance(event, MemoryConsolidationRequested):
+            await self.consolidate(event, record)
         else:
             await self.extract(event, record, redrive)
 
@@ -224,13 +237,36 @@ class ExtractionStage:
         if result is not None:
             await self.write(record, result)
 
+    async def consolidate(self, request: MemoryConsolidationRequested, record: InputRecord) -> None:
+        result = await consolidate(
+            request,
+            memory_type=self.memory_type,
+            enabled=self.extractor is not None,
+            own=self.own,
+            read_model=self.read_model,
+            read=self._read,
+            known=self.known,
+            llm=self.llm,
+            embedded=self._embedded,
+            threshold=self.models.thresholds.cluster,
+            attempts=self.settings.llm_attempts,
+            max_answer_bytes=self.settings.extraction_limits.max_answer_bytes,
+            provenance=self._provenance(None),
+        )
+        if result is not None:
+            await self.write(record, result)
+            if self.budget is not None:  # the user's daily tokens pay for it too
+                await self.budget.spend(request.user_id, result.usage)
+
     async def forget(self, request: StageForgetInput, record: InputRecord) -> None:
         """Write the fact that erases what `request` forgets from the user's memories of this
         type (docs/architecture.md, "Forgetting"); a request read again after its fact was
         written erases only what became known again meanwhile (`forget_again`)."""
         if not applies_to_type(request, self.memory_type):
             return
-        known = list((await self.known(request.user_id)).values())
+        known: list[KnownMemoryFacts] = list((await self.known(request.user_id)).values())
+        if isinstance(request, SessionsForgotten | UserForgotten):
+            known = [*known, *await self._retired(request.user_id, known)]
         canonical = forgotten_fact_id(request, self.memory_type)
         fact = memories_forgotten(request, self.memory_type, memories_to_forget(request, known))
         if self.own.find(canonical) is not None or await self._read(
@@ -242,6 +278,14 @@ class ExtractionStage:
             fact = again
         await self.write(record, fact)
         log.info("%s: forgot %d memories (%s request)", self.name, len(fact.memory_ids), fact.scope)
+
+    async def _retired(self, user_id: str, known: list[KnownMemoryFacts]) -> list[KnownMemoryFacts]:
+        """The user's memories of this type a consolidation retired (not current, so not in
+        `known`): forgetting their sessions or the user erases them too."""
+        held = {memory.memory_id for memory in known}
+        read = partial(self.read_model.memory_facts, retired=True)
+        facts: list[KnownMemoryFacts] = await self._read(read, user_id, self.memory_type)
+        return [fact for fact in facts if fact.memory_id not in held]
 
     # --- the parts of a record ------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from events.consolidations import MemoryConsolidationRequested
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import (
@@ -337,6 +338,21 @@ def rollback_request(**overrides: Any) -> MemoryRollbackRequested:
     }
     fields.update(overrides)
     return MemoryRollbackRequested(**fields)
+
+
+def consolidation_request(**overrides: Any) -> MemoryConsolidationRequested:
+    """A request to consolidate u1's semantic memories, by an operator."""
+    fields: dict[str, Any] = {
+        "event_id": next_id("consolidation"),
+        "occurred_at": CLOCK,
+        "user_id": USER_ID,
+        "memory_types": ("semantic",),
+        "requested_by": "cli:alice",
+        "reason": "weekly tidy-up",
+        "max_calls": 5,
+    }
+    fields.update(overrides)
+    return MemoryConsolidationRequested(**fields)
 
 
 STRIPE_FACTS = {

@@ -8,7 +8,8 @@ that are already there. Two sources:
 * the Kafka topics (`--from-offset N` or `--from-time T` to start later in every partition);
 * the read model's own collections, when the broker no longer holds the log: the events are
   rebuilt from `turns`, `snapshots` (with each extraction's `decision_ids`), `saves`,
-  `rollbacks`, `memory_events` and `dead_letters`, then projected the same way.
+  `rollbacks`, `consolidations`, `memory_events` and `dead_letters`, then projected the same
+  way.
 
 Records are read with the same validation as the projector (`handlers.inputs`), their sealed
 content opened with the key store of the source database (a record whose key was destroyed is
@@ -36,6 +37,7 @@ from pymongo.database import Database
 from rich.progress import Progress
 
 from events.codec import AnyEvent, EventDecodeError, decode, decode_payload
+from events.consolidations import MemoriesConsolidated, MemoryRetired
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.memories import LLMUsage, MemoryEvent
 from events.rollbacks import MemoryRolledBack
@@ -49,6 +51,7 @@ from handlers.sealing import KeyDestroyed, SealBroken
 from memstream.config import KafkaSettings
 from projections import ensure_indexes, project_batch
 from projections.store import (
+    CONSOLIDATIONS,
     DEAD_LETTERS,
     MEMORIES,
     MEMORY_EVENTS,
@@ -61,7 +64,17 @@ from projections.store import (
 from projections.vectors import pack_vector, unpack_vector
 
 Db = Database[dict[str, Any]]
-COMPARED = (TURNS, SNAPSHOTS, SAVES, ROLLBACKS, MEMORIES, MEMORY_EVENTS, PROFILES, DEAD_LETTERS)
+COMPARED = (
+    TURNS,
+    SNAPSHOTS,
+    SAVES,
+    ROLLBACKS,
+    CONSOLIDATIONS,
+    MEMORIES,
+    MEMORY_EVENTS,
+    PROFILES,
+    DEAD_LETTERS,
+)
 BATCH_EVENTS = 2_000
 END_WAIT_MS = 50
 
@@ -259,7 +272,7 @@ def _events_after_turns(source: Db, turns: dict[str, dict[str, Any]]) -> Iterato
         yield _snapshot(snapshot, turns)
     logged = {e["_id"]: e for e in source[MEMORY_EVENTS].find()}
     claimed: set[str] = set()
-    results: list[SnapshotExtracted | MemorySaved | MemoryRolledBack] = []
+    results: list[SnapshotExtracted | MemorySaved | MemoryRolledBack | MemoriesConsolidated] = []
     for snapshot in source[SNAPSHOTS].find({"extractions": {"$exists": True}}):
         for memory_type, record in snapshot["extractions"].items():
             results.append(_extraction(snapshot, memory_type, record, logged))
@@ -274,6 +287,10 @@ def _events_after_turns(source: Db, turns: dict[str, dict[str, Any]]) -> Iterato
             MemoryRolledBack(event_id=rollback["_id"], occurred_at=rollback["at"], **fields)
         )
         claimed.update(rollback.get("decision_ids", []))
+    for run in source[CONSOLIDATIONS].find():
+        results.append(_consolidation(run, logged))
+        claimed.update(run.get("decision_ids", []))
+        claimed.update(each["event_id"] for each in run.get("retired") or ())
     yield from sorted(results, key=lambda r: (r.occurred_at, r.event_id))
     for entry in sorted(logged.values(), key=lambda e: (e["occurred_at"], e["_id"])):
         if entry["_id"] not in claimed:  # a memory event recorded on its own (0.1)
@@ -334,6 +351,22 @@ def _snapshot(document: dict[str, Any], turns: dict[str, dict[str, Any]]) -> Sna
             for turn_id in document["turn_ids"]
         ),
     )
+
+
+def _consolidation(run: dict[str, Any], logged: dict[str, dict[str, Any]]) -> MemoriesConsolidated:
+    """A consolidation run's record, from its document and the entries it logged."""
+    retired = [
+        MemoryRetired.model_validate(
+            {k: v for k, v in logged[each["event_id"]]["event"].items() if k != "consolidation_id"}
+        )
+        for each in run.get("retired") or ()
+        if each["event_id"] in logged
+    ]
+    fields = _fields(run, MemoriesConsolidated) | {
+        "decisions": tuple(_decisions(run.get("decision_ids", []), logged)),
+        "retired": tuple(retired),
+    }
+    return MemoriesConsolidated(event_id=run["_id"], occurred_at=run["at"], **fields)
 
 
 def _decisions(ids: Sequence[str], logged: dict[str, dict[str, Any]]) -> list[MemoryEvent]:

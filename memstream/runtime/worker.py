@@ -139,6 +139,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
                 reinforce=reconcile.reinforce_threshold,
                 ask=reconcile.ask_threshold,
                 max_options=reconcile.max_options,
+                consolidate=reconcile.consolidate_threshold,
             ),
             questions_per_call=reconcile.questions_per_call,
             extractor=identity.name,

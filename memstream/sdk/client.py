@@ -28,6 +28,7 @@ from datetime import date, datetime
 from types import TracebackType
 from typing import Any, Unpack, cast
 
+from events.consolidations import DEFAULT_MAX_CALLS, MemoryConsolidationRequested
 from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
 from events.rollbacks import MemoryRollbackRequested
@@ -45,6 +46,7 @@ from memstream.keystore.sealing import ClientKeys
 from memstream.sdk.producer import EventProducer
 from memstream.sdk.read_model import ReadModel
 from memstream.sdk.results import (
+    Consolidation,
     ErasureReceipt,
     LlmUsage,
     Memory,
@@ -61,6 +63,12 @@ from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
 ERASURE_POLL_SECONDS = 0.5
+
+
+def consolidation_complete(runs: Sequence[Consolidation]) -> bool:
+    """Whether `runs` (of one request) hold a run of every type the request asked for."""
+    wanted = set(runs[0]["requested_types"]) if runs else set()
+    return bool(runs) and wanted <= {run["memory_type"] for run in runs}
 
 
 class MemoryNotFound(LookupError):
@@ -374,6 +382,61 @@ class MemoryClient:
                 raise TimeoutError(f"rollback {rollback_id} not decided after {timeout:.0f}s")
             await asyncio.sleep(ERASURE_POLL_SECONDS)
         return found
+
+    # -- consolidation -------------------------------------------------------------------------
+
+    async def consolidate(
+        self,
+        user_id: str,
+        *,
+        memory_types: Sequence[MemoryType] | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        requested_by: str,
+        reason: str = "",
+    ) -> str:
+        """Consolidate the user's current memories of `memory_types` (None: every enabled
+        type); returns the request id. Each type's stage finds clusters of near-duplicate or
+        contradicting memories of one subject, asks the LLM once per cluster (at most
+        `max_calls` calls per type) and merges or supersedes them, in order with the user's
+        snapshots and saves: `consolidation_result` tells what it did and what it cost.
+        `requested_by` (who) and `reason` (why) are kept with it."""
+        types = tuple(memory_types or self.settings.memory.extraction.enabled)
+        request = MemoryConsolidationRequested(
+            event_id=self._new_id(),
+            occurred_at=self._clock(),
+            user_id=self._memory_user(user_id),
+            memory_types=tuple(dict.fromkeys(types)),
+            requested_by=requested_by,
+            reason=reason,
+            max_calls=max_calls,
+            principal=self.principal,
+        )
+        await self._producer.append(self._topics.snapshots, [request])
+        return request.event_id
+
+    async def consolidation_result(
+        self, user_id: str, consolidation_id: str
+    ) -> list[Consolidation]:
+        """The runs of the consolidation `consolidation_id` decided and projected so far, one
+        per memory type."""
+        return await self._read.consolidation(self._memory_user(user_id), consolidation_id)
+
+    async def wait_for_consolidation(
+        self, user_id: str, consolidation_id: str, timeout: float = 60.0
+    ) -> list[Consolidation]:
+        """Every type's run once projected; `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = await self.consolidation_result(user_id, consolidation_id)
+            if runs and consolidation_complete(runs):
+                return runs
+            if time.monotonic() >= deadline:
+                done = [run["memory_type"] for run in runs]
+                raise TimeoutError(
+                    f"consolidation {consolidation_id} not decided after {timeout:.0f}s "
+                    f"(done: {done or 'no type'})"
+                )
+            await asyncio.sleep(ERASURE_POLL_SECONDS)
 
     # -- reading -------------------------------------------------------------------------------
 

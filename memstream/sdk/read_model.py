@@ -22,6 +22,7 @@ from handlers.messages import ChatMessage
 from handlers.rendering import session_context
 from handlers.search import NO_FILTERS, Filters, SearchMode
 from memstream.sdk.results import (
+    Consolidation,
     Document,
     LlmUsage,
     Memory,
@@ -35,6 +36,7 @@ from memstream.sdk.results import (
 )
 from memstream.sdk.search_index import INDEXED_FIELDS, Revision, SearchIndex, UserIndex
 from projections.store import (
+    CONSOLIDATIONS,
     ERASURES,
     MEMORIES,
     MEMORY_EVENTS,
@@ -274,6 +276,21 @@ class ReadModel:
             if await self._db[MEMORY_EVENTS].find_one({"_id": event_id}, {"_id": 1}) is None:
                 return None
         return cast(Rollback, found)
+
+    async def consolidation(self, user_id: str, consolidation_id: str) -> list[Consolidation]:
+        """The runs of the user's consolidation request projected so far, one per memory type
+        (a run counts once its new versions and retirements are projected too), by type."""
+        query = {"user_id": user_id, "consolidation_id": consolidation_id}
+        found = await self._find(CONSOLIDATIONS, query, sort=[("memory_type", ASCENDING)])
+        runs = []
+        for run in found:
+            retired = [each.get("event_id") for each in run.get("retired") or ()]
+            for event_id in [*(run.get("decision_ids") or ()), *retired]:
+                if await self._db[MEMORY_EVENTS].find_one({"_id": event_id}, {"_id": 1}) is None:
+                    break
+            else:
+                runs.append(run)
+        return cast(list[Consolidation], runs)
 
     async def profile(self, user_id: str) -> Profile | None:
         return cast(Profile | None, await self._db[PROFILES].find_one({"_id": user_id}))

@@ -29,7 +29,8 @@ Document = dict[str, Any]
 """A read-model document as MongoDB returns it, untyped: queries, and documents before the SDK
 hands them out typed."""
 
-MemoryStatus = Literal["current", "superseded"]
+MemoryStatus = Literal["current", "superseded", "retired"]
+"""`retired`: a consolidation took the memory into another one (`retired_into` says which)."""
 
 
 class Provenance(TypedDict):
@@ -65,6 +66,17 @@ class Supersession(TypedDict):
     at: datetime
 
 
+class Retirement(TypedDict):
+    """The memory a consolidation retired this one into (`consolidate()`)."""
+
+    memory_id: str
+    version: int
+    action: Literal["merge", "supersede"]
+    event_id: str
+    consolidation_id: str
+    at: datetime
+
+
 class MemoryFields(TypedDict):
     """What every read of a memory version shows: a `Memory` and a `SearchHit` alike (the
     search index keeps exactly these, `memstream.sdk.search_index.INDEXED_FIELDS`)."""
@@ -94,6 +106,9 @@ class Memory(MemoryFields):
 
     provenance: Provenance | None
     superseded_by: Supersession | None
+    retired_into: NotRequired[Retirement | None]
+    """Set on a retired memory's last version, None on the others (absent from versions
+    written before consolidation existed)."""
     evidence: list[Evidence]
     created_by_event: str
     expires_at: NotRequired[datetime | None]
@@ -305,6 +320,48 @@ class Save(TypedDict):
     actions: list[str]
     """The decisions' event types (`MemoryAdded`, `MemoryUpdated`, `MemoryReinforced`)."""
     usage: LlmCost
+    at: datetime
+    fingerprint: NotRequired[str]
+
+
+class ConsolidatedCluster(TypedDict):
+    """One cluster of a consolidation run and what became of it."""
+
+    memory_ids: list[str]
+    action: Literal["merge", "supersede", "keep", "unanswered", "skipped"]
+    survivor: str | None
+
+
+class Consolidation(TypedDict):
+    """What one memory type's consolidation run did for a request: who asked and why, the
+    clusters and what became of them, the memories it changed, what it cost
+    (`consolidate()`, `consolidation_result()`)."""
+
+    _id: str
+    """The id of the run's result record (one per request and memory type)."""
+    consolidation_id: str
+    """The id `consolidate()` returned."""
+    user_id: str
+    memory_type: MemoryType
+    requested_by: str
+    reason: str
+    max_calls: int
+    requested_types: list[MemoryType]
+    """Every type the request asked for (one run each; empty: the enabled ones)."""
+    memory_ids: list[str]
+    decision_ids: list[str]
+    survivors: list[dict[str, Any]]
+    """`memory_id` and `version` of each surviving memory's new version."""
+    retired: list[dict[str, Any]]
+    """`memory_id`, `version`, `into`, `action` and `event_id` of each memory retired."""
+    clusters: list[ConsolidatedCluster]
+    clusters_found: int
+    clusters_asked: int
+    clusters_skipped: int
+    usage: LlmCost
+    prompt_version: str | None
+    unchanged: str | None
+    """Why the run changed nothing (None: it merged or superseded something)."""
     at: datetime
     fingerprint: NotRequired[str]
 

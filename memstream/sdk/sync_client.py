@@ -17,12 +17,14 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
+from events.consolidations import DEFAULT_MAX_CALLS
 from events.memories import MemoryEvent, MemoryType
 from events.turns import TurnRecorded
 from handlers.search import SearchMode
 from memstream.config import Settings
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.results import (
+    Consolidation,
     ErasureReceipt,
     LlmUsage,
     Memory,
@@ -128,6 +130,33 @@ class SyncMemoryClient:
 
     def wait_for_rollback(self, user_id: str, rollback_id: str, timeout: float = 60.0) -> Rollback:
         return self._run(self.client.wait_for_rollback(user_id, rollback_id, timeout))
+
+    def consolidate(
+        self,
+        user_id: str,
+        *,
+        memory_types: Sequence[MemoryType] | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        requested_by: str,
+        reason: str = "",
+    ) -> str:
+        return self._run(
+            self.client.consolidate(
+                user_id,
+                memory_types=memory_types,
+                max_calls=max_calls,
+                requested_by=requested_by,
+                reason=reason,
+            )
+        )
+
+    def consolidation_result(self, user_id: str, consolidation_id: str) -> list[Consolidation]:
+        return self._run(self.client.consolidation_result(user_id, consolidation_id))
+
+    def wait_for_consolidation(
+        self, user_id: str, consolidation_id: str, timeout: float = 60.0
+    ) -> list[Consolidation]:
+        return self._run(self.client.wait_for_consolidation(user_id, consolidation_id, timeout))
 
     def memories(self, user_id: str, **options: Any) -> list[Memory]:
         return self._run(self.client.memories(user_id, **options))

@@ -53,6 +53,11 @@ EXAMPLES: dict[str, Any] = {
     ),
     "MemoryRolledBack": lambda: _rolled_back(),
     "MemoryRolledBack/refused": lambda: _rolled_back(to_version=9),
+    "MemoryConsolidationRequested": lambda: f.consolidation_request(
+        principal=f.principal("service_account", "sa-1")
+    ),
+    "MemoriesConsolidated": lambda: _consolidated(),
+    "MemoriesConsolidated/unchanged": lambda: _consolidated(answered=False),
     "SnapshotPromoted": lambda: f.snapshot(
         turns=[f.turn(name="Tim"), f.turn(role="assistant", content="Noted.")], seq=3
     ),
@@ -101,6 +106,30 @@ def _saved() -> Any:
 
     request = f.save_request()
     return save_record(request, [f.memory_added()], f.LLMUsage())
+
+
+def _consolidated(answered: bool = True) -> Any:
+    from events.memories import LLMUsage
+    from handlers.consolidation import ClusterAnswer, Verdict, clusters_of, consolidation_record
+    from handlers.reconcile import evolve
+
+    added = [
+        f.memory_added(memory_id="m-1", content=f.content(text="The user has a dog named Rex.")),
+        f.memory_added(memory_id="m-2", content=f.content(text="The user owns a dog, Rex.")),
+    ]
+    (cluster,) = clusters_of(evolve({}, added).values(), user_id=f.USER_ID, threshold=0.5)
+    verdict = Verdict("merge", survivor=0, text="The user has a dog named Rex.", reason="same dog")
+    return consolidation_record(
+        f.consolidation_request(event_id="consolidation-0001"),
+        "semantic",
+        [ClusterAnswer(cluster, verdict if answered else None, asked=answered)],
+        vectors={0: (0.6, 0.8)},
+        provenance=f.provenance(),
+        usage=LLMUsage(calls=1, prompt_tokens=300, completion_tokens=40)
+        if answered
+        else LLMUsage(),
+        prompt_version="consolidate-1",
+    )
 
 
 def _rolled_back(to_version: int = 1) -> Any:

@@ -135,7 +135,7 @@ def test_a_new_memory_version_has_exactly_the_keys_memory_declares_nested_ones_t
 
 
 def test_memory_marks_optional_only_the_keys_older_documents_may_lack() -> None:
-    assert Memory.__optional_keys__ == {"expires_at", "fingerprint"}
+    assert Memory.__optional_keys__ == {"expires_at", "fingerprint", "retired_into"}
 
 
 def test_an_erasure_receipt_marks_optional_the_keys_only_some_kinds_have() -> None:
