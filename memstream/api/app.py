@@ -22,6 +22,7 @@ from events.forgetting import MAX_REASON_CHARS
 from events.memories import MemoryType
 from memstream.api import models as m
 from memstream.api.auth import Authenticated, Caller
+from memstream.api.consolidations import consolidation_routes
 from memstream.api.keys import KeyStore
 from memstream.api.mcp_server import build_mcp, http_caller
 from memstream.api.metrics import RequestMetrics, install_probes
@@ -103,6 +104,7 @@ def _router() -> APIRouter:
     _read_routes(router)
     _forget_routes(router)
     rollback_routes(router)
+    consolidation_routes(router)
     _operations_routes(router)
     return router
 

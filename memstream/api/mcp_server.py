@@ -1,5 +1,5 @@
-"""The MCP server: tools `remember`, `recall`, `forget` and `rollback_memory`, scoped by an API
-key.
+"""The MCP server: tools `remember`, `recall`, `forget`, `rollback_memory` and
+`consolidate_memories`, scoped by an API key.
 
 Over streamable HTTP (mounted at ``/mcp`` of the API) the key is the request's
 ``Authorization: Bearer`` header; over stdio (`memstream mcp`) it is the key the server was
@@ -18,6 +18,8 @@ import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from events.consolidations import DEFAULT_MAX_CALLS
+from events.memories import MemoryType
 from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
 from memstream.api.auth import Caller, authenticated
@@ -34,7 +36,8 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
         "memstream",
         instructions="Long-term memory: `remember` a conversation's messages, `recall` what "
         "was learned about the user, `forget` a memory or a session the user wants gone, "
-        "`rollback_memory` to restore a memory's earlier version.",
+        "`rollback_memory` to restore a memory's earlier version; `consolidate_memories` to "
+        "merge duplicates and supersede contradictions.",
         **options,
     )
 
@@ -134,6 +137,30 @@ def build_mcp(caller_of: CallerOf, **options: Any) -> MCPServer:
                 reason=reason,
             )
             return {"user_id": user, "rollback_id": rollback_id}
+
+    @server.tool()
+    async def consolidate_memories(
+        ctx: Context,
+        user_id: str | None = None,
+        memory_types: list[MemoryType] | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        reason: str = "",
+    ) -> dict[str, Any]:
+        """Tidy the user's memories: near-duplicates of one subject are merged, contradicting
+        ones superseded by the one true now (one LLM call per cluster, at most `max_calls` per
+        memory type). Who asked is the key's principal; `reason` says why. Returns the
+        consolidation's id; its result lists what was merged or superseded and the cost."""
+        async with _refusals_as_tool_errors():
+            caller = await caller_of(ctx)
+            user = await caller.user(user_id)
+            consolidation_id = await caller.memory.consolidate(
+                user,
+                memory_types=memory_types,
+                max_calls=max_calls,
+                requested_by=caller.memory.requested_by,
+                reason=reason,
+            )
+            return {"user_id": user, "consolidation_id": consolidation_id}
 
     return server
 

@@ -7,6 +7,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.base import Identifier, UtcDatetime
+from events.consolidations import DEFAULT_MAX_CALLS, MAX_MAX_CALLS
 from events.forgetting import MAX_REASON_CHARS
 from events.memories import USER_SUBJECT, MemoryType, Owner
 from handlers.search import SearchMode
@@ -194,3 +195,37 @@ class RollbackResult(BaseModel):
     reason: str
     refused: str | None
     versions: list[int]
+
+
+class ConsolidateMemories(_Body):
+    """Consolidate the user's memories (who asks: the key's principal)."""
+
+    memory_types: list[MemoryType] | None = Field(
+        default=None, description="The types to consolidate (default: every enabled type)"
+    )
+    max_calls: int = Field(
+        default=DEFAULT_MAX_CALLS,
+        ge=0,
+        le=MAX_MAX_CALLS,
+        description="LLM calls each type's run may make (one per cluster; a re-ask counts)",
+    )
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS, description="Why (kept)")
+
+
+class ConsolidationAccepted(BaseModel):
+    """A consolidation request was written to the log; each type's stage decides it in order."""
+
+    user_id: str
+    consolidation_id: str = Field(
+        description="Its id (GET /v1/users/{user_id}/consolidations/{id})"
+    )
+
+
+class ConsolidationResult(BaseModel):
+    """What a consolidation did so far: one run per memory type, each with its clusters, the
+    memories it merged or superseded and retired, and its cost."""
+
+    user_id: str
+    consolidation_id: str
+    complete: bool = Field(description="Every requested type's run is decided and projected")
+    runs: list[dict[str, Any]]

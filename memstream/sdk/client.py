@@ -57,18 +57,13 @@ from memstream.sdk.results import (
     SearchHit,
     Snapshot,
     Turn,
+    consolidation_complete,
 )
 from memstream.sdk.search_filters import SearchFilters, as_filters
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
 ERASURE_POLL_SECONDS = 0.5
-
-
-def consolidation_complete(runs: Sequence[Consolidation]) -> bool:
-    """Whether `runs` (of one request) hold a run of every type the request asked for."""
-    wanted = set(runs[0]["requested_types"]) if runs else set()
-    return bool(runs) and wanted <= {run["memory_type"] for run in runs}
 
 
 class MemoryNotFound(LookupError):

@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from events.codec import EventDecodeError, decode
+from events.consolidations import MemoriesConsolidated
 from events.memories import MemoryAdded, MemoryEvent, MemoryReinforced, MemoryUpdated
 from events.rollbacks import MemoryRolledBack
 from events.saves import MemorySaved
@@ -112,7 +113,7 @@ def _memory_events_of(value: bytes, seen: set[str], keys: StoreKeyRing | None) -
         event = decode(value, opener(keys))
     except (EventDecodeError, SealBroken, KeyDestroyed, NoKeyStore):
         return []  # not an event, or a forgotten one; without keys, sealed content is skipped
-    if isinstance(event, SnapshotExtracted | MemorySaved | MemoryRolledBack):
+    if isinstance(event, SnapshotExtracted | MemorySaved | MemoryRolledBack | MemoriesConsolidated):
         if event.event_id in seen:
             return []  # a later result for the same snapshot (or save) and type: the first wins
         seen.add(event.event_id)

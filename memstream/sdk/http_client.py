@@ -21,7 +21,9 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from events.consolidations import DEFAULT_MAX_CALLS
 from memstream.sdk.results import (
+    Consolidation,
     Document,
     ErasureReceipt,
     FlushReceipt,
@@ -31,6 +33,7 @@ from memstream.sdk.results import (
     Rollback,
     SearchHit,
     TurnsReceipt,
+    consolidation_complete,
     from_json,
 )
 
@@ -137,6 +140,53 @@ class HttpMemoryClient:
                 raise TimeoutError(f"rollback {rollback_id} not decided after {timeout:.0f}s")
             time.sleep(poll)
         return found
+
+    # -- consolidation -------------------------------------------------------------------------
+
+    def consolidate(
+        self,
+        *,
+        user_id: str,
+        memory_types: Sequence[str] | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        reason: str = "",
+    ) -> str:
+        """Consolidate the user's memories; returns the consolidation's id. Who asked is the
+        key's principal."""
+        path = f"/users/{_segment(user_id)}/consolidations"
+        body = {
+            "memory_types": list(memory_types) if memory_types else None,
+            "max_calls": max_calls,
+            "reason": reason,
+        }
+        return str(self._call("POST", path, body)["consolidation_id"])
+
+    def consolidation_result(self, consolidation_id: str, *, user_id: str) -> list[Consolidation]:
+        """The runs decided so far, one per memory type (empty: none yet)."""
+        path = f"/users/{_segment(user_id)}/consolidations/{_segment(consolidation_id)}"
+        try:
+            found = self._call("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        runs: list[Consolidation] = from_json(found["runs"], list[Consolidation])
+        return runs
+
+    def wait_for_consolidation(
+        self, consolidation_id: str, timeout: float = 60.0, *, user_id: str, poll: float = 0.5
+    ) -> list[Consolidation]:
+        """Every requested type's run once decided; `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not consolidation_complete(
+            runs := self.consolidation_result(consolidation_id, user_id=user_id)
+        ):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"consolidation {consolidation_id} not decided after {timeout:.0f}s"
+                )
+            time.sleep(poll)
+        return runs
 
     # -- forgetting ----------------------------------------------------------------------------
 

@@ -382,6 +382,12 @@ class FlushReceipt(TypedDict):
     session_id: str
 
 
+def consolidation_complete(runs: list[Consolidation]) -> bool:
+    """Whether `runs` (of one consolidation request) hold a run of every type it asked for."""
+    wanted = set(runs[0]["requested_types"]) if runs else set()
+    return bool(runs) and wanted <= {run["memory_type"] for run in runs}
+
+
 def from_json(value: Any, kind: Any) -> Any:
     """`value`, decoded from JSON, with every field `kind` declares a `datetime` parsed from
     its ISO 8601 text; `kind` is one of the types above, or a list or dict of them. Keys `kind`

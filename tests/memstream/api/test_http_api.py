@@ -292,6 +292,8 @@ def test_the_openapi_document_describes_every_endpoint(api: ServedApi) -> None:
         "/v1/erasures/{request_id}",
         "/v1/users/{user_id}/memories/{memory_id}/rollback",
         "/v1/users/{user_id}/rollbacks/{rollback_id}",
+        "/v1/users/{user_id}/consolidations",
+        "/v1/users/{user_id}/consolidations/{consolidation_id}",
     }
     rollback = document["paths"]["/v1/users/{user_id}/memories/{memory_id}/rollback"]["post"]
     assert rollback["security"] == [{"ApiKey": []}]

@@ -69,7 +69,13 @@ async def test_remember_then_recall_through_an_mcp_client_session(
     opened: AbstractAsyncContextManager[ClientSession] = transport(api, api.keys["acme"])
     async with opened as session:
         tools = {tool.name for tool in (await session.list_tools()).tools}
-        assert tools == {"remember", "recall", "forget", "rollback_memory"}
+        assert tools == {
+            "remember",
+            "recall",
+            "forget",
+            "rollback_memory",
+            "consolidate_memories",
+        }
         remembered = await call(
             session,
             "remember",

@@ -42,4 +42,4 @@ def test_the_api_answers_as_its_openapi_document_says(api: ServedApi) -> None:
 
         answers_as_documented()
         checked.append(operation.label)
-    assert len(checked) == 16, checked
+    assert len(checked) == 18, checked
