@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_config_validate)
 
     from memstream.cli.api_keys import register as register_keys
+    from memstream.cli.consolidate import register as register_consolidate
     from memstream.cli.dlq import register as register_dlq
     from memstream.cli.events_and_status import register
     from memstream.cli.forgetting import register as register_forget
@@ -111,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     register_master_key(commands)
     register_memory_commands(commands)
     register_rollback(commands)
+    register_consolidate(commands)
     return parser
 
 
