@@ -126,6 +126,34 @@ def test_the_rollback_example_restores_version_one_and_history_says_who_and_why(
     ]
 
 
+@pytest.mark.integration
+def test_the_consolidation_example_merges_two_alike_memories(pipeline_factory: Any) -> None:
+    pipeline: PipelineHarness = pipeline_factory(
+        MEMSTREAM_REINFORCE_THRESHOLD="0.97",
+        MEMSTREAM_ASK_THRESHOLD="0.9",
+        MEMSTREAM_CONSOLIDATE_THRESHOLD="0.75",
+    )
+    rex, again = "The user has a dog named Rex.", "The user owns a dog named Rex."
+    pipeline.llm.on("MEMORIES:", {"action": "MERGE", "keep": 1, "text": rex, "reason": "same"})
+    pipeline.save("tim", "semantic", rex)
+    pipeline.save("tim", "semantic", again)
+    saved = eventually(lambda: pipeline.memories(user_id="tim"), lambda m: len(m) == 2, what="2")
+    ids = {m["text"]: m["memory_id"] for m in saved}
+    result = subprocess.run(
+        [sys.executable, "-c", documented_example("consolidate")],
+        env={**os.environ, **pipeline.environment},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    first, merged, left = result.stdout.splitlines()
+    assert first == "semantic 1 cluster, 1 call"
+    survivor, retired = sorted(ids.values())  # the cluster lists its memories by id
+    assert merged == f"merge {retired} into {survivor}"
+    assert left == f"[{rex!r}]"
+
+
 def assert_worker_gets_ready_and_stops(
     argv: list[str], environment: dict[str, str], line: str
 ) -> None:
