@@ -21,6 +21,7 @@ import pytest
 from handlers.consolidation_prompt import OPENING
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.sync_client import SyncMemoryClient
+from tests.streams.test_reconciliation import fact, said
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
@@ -185,3 +186,25 @@ def test_the_budget_stops_the_run_and_a_bad_answer_is_asked_again(
         (empty,) = client.wait_for_consolidation("ivy", nothing, timeout=90)
         assert empty["unchanged"] == "no cluster of similar memories of one subject"
     assert len(consolidation_calls(pipeline)) == 3
+
+
+def test_forgetting_the_session_of_a_retired_memory_erases_it(pipeline_factory: Any) -> None:
+    pipeline: PipelineHarness = pipeline_factory(every_stage=True, **SETTINGS)
+    pipeline.llm.on(OPENING, answer)
+    pipeline.llm.on("I live in Lisbon", fact("The user lives in Lisbon."), scope="last_user")
+    pipeline.llm.on("I moved to Porto", fact("The user lives in Porto."), scope="last_user")
+    said(pipeline, "ann", "a1", "I live in Lisbon.")
+    said(pipeline, "ann", "a2", "I moved to Porto.")
+    eventually(lambda: pipeline.memories(user_id="ann"), lambda m: len(m) == 2, what="two")
+    with SyncMemoryClient(pipeline.settings) as client:
+        request = client.consolidate("ann", requested_by="ops:alice")
+        (run,) = client.wait_for_consolidation("ann", request, timeout=90)
+        assert [c["action"] for c in run["clusters"]] == ["supersede"]
+        (lisbon,) = run["retired"]
+        eventually(lambda: client.memories("ann"), lambda m: len(m) == 1, what="one current")
+
+        erased = client.wait_for_erasure(client.forget_session("ann", "a1"), timeout=120)
+        assert erased["complete"]
+        assert pipeline.db["memories"].count_documents({"memory_id": lisbon["memory_id"]}) == 0
+        assert "Lisbon" not in str(list(pipeline.db["memory_events"].find({"user_id": "ann"})))
+        assert [m["text"] for m in client.memories("ann")] == ["The user lives in Porto."]
