@@ -113,6 +113,7 @@ def test_the_random_logs_hold_every_kind_of_record_and_collision() -> None:
         "SnapshotExtracted",
         "MemorySaved",
         "MemoryRolledBack",
+        "MemoriesConsolidated",
         "MemoryAdded",
         "InputDeadLettered",
         "DeadLetterRedriven",

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from events.codec import AnyEvent
+from events.consolidations import ClusterOutcome, MemoriesConsolidated, MemoryRetired
 from events.dead_letters import DeadLetterRedriven, InputDeadLettered
 from events.forgetting import (
     MemoriesForgotten,
@@ -88,6 +89,7 @@ class RandomLog:
             (self.result, 18),
             (self.save, 3),
             (self.rollback, 2),
+            (self.consolidation, 2),
             (self.memory_event, 3),
             (self.dead_letter, 3),
             (self.forget, 4),
@@ -339,6 +341,85 @@ class RandomLog:
             reason="rollback",
         )
         self._emit(MemoryRolledBack(decisions=(restoring,), **fields))
+
+    def consolidation(self) -> None:
+        """A consolidation run: one memory merged into another of its user and type (the
+        survivor's new version, the other retired), or a run that changed nothing."""
+        at = self._at()
+        request_id = self._id("consolidation")
+        pairs = [
+            (a, b)
+            for a in self.memories
+            for b in self.memories
+            if a is not b and (a.user_id, a.memory_type) == (b.user_id, b.memory_type)
+        ]
+        if not pairs or self.rng.random() < 0.2:
+            user, memory_type = self.rng.choice(USERS), self.rng.choice(MEMORY_TYPES)
+            self._emit(
+                MemoriesConsolidated(
+                    event_id=f"consolidated-{request_id}",
+                    occurred_at=at,
+                    consolidation_id=request_id,
+                    user_id=user,
+                    memory_type=memory_type,
+                    requested_by="ops:test",
+                    max_calls=0,
+                    unchanged="the budget of LLM calls allowed no question",
+                )
+            )
+            return
+        survivor, other = self.rng.choice(pairs)
+        survivor.version += 1
+        merged = MemoryUpdated(
+            event_id=self._id("e"),
+            occurred_at=at,
+            memory_id=survivor.memory_id,
+            memory_type=survivor.memory_type,
+            user_id=survivor.user_id,
+            provenance=PROVENANCE,
+            version=survivor.version,
+            supersedes_version=survivor.version - 1,
+            content=self._content(),
+            embedding=(self.rng.random(), 0.5),
+            evidence=self._evidence(None),
+            reason="consolidation",
+        )
+        retired = MemoryRetired(
+            event_id=self._id("retired"),
+            memory_id=other.memory_id,
+            version=other.version,
+            user_id=other.user_id,
+            memory_type=other.memory_type,
+            into=survivor.memory_id,
+            into_version=survivor.version,
+            action=self.rng.choice(("merge", "supersede")),
+            occurred_at=at,
+        )
+        self.memories.remove(other)
+        self._emit(
+            MemoriesConsolidated(
+                event_id=f"consolidated-{request_id}",
+                occurred_at=at,
+                consolidation_id=request_id,
+                user_id=survivor.user_id,
+                memory_type=survivor.memory_type,
+                requested_by="ops:test",
+                max_calls=3,
+                decisions=(merged,),
+                retired=(retired,),
+                clusters=(
+                    ClusterOutcome(
+                        memory_ids=(survivor.memory_id, other.memory_id),
+                        action=retired.action,
+                        survivor=survivor.memory_id,
+                    ),
+                ),
+                clusters_found=1,
+                clusters_asked=1,
+                usage=LLMUsage(calls=1, prompt_tokens=50, completion_tokens=9),
+                prompt_version="consolidate-1",
+            )
+        )
 
     def memory_event(self) -> None:
         user, memory_type = self.rng.choice(USERS), self.rng.choice(MEMORY_TYPES)
