@@ -27,7 +27,10 @@ from events.turns import Principal
 
 DEFAULT_MAX_CALLS = 20
 """LLM calls one consolidation run may make per memory type unless the caller says otherwise."""
-MAX_MAX_CALLS = 1_000
+MAX_MAX_CALLS = 40
+"""The largest budget: a run's record holds every decision it made (at most one new version per
+call), and 40 merged versions with 1,536-dimension vectors stay well under the 1 MB record
+limit (`events.codec.MAX_EVENT_BYTES`). A user with more to tidy runs it again."""
 MAX_CLUSTERS = 1_000
 """Clusters a result lists at most (found beyond it are counted, not listed)."""
 

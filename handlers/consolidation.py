@@ -9,8 +9,9 @@ with its own unprojected records laid over them, as reconciliation sees them):
   `ForeignMemory`, and every cluster is checked to hold one user's memories of one subject
   (`_checked`). Within a subject, memories whose vectors (of one embedding model) are at least
   `threshold` alike are linked; the connected components of two or more memories are the
-  clusters, cut to `max_size` members. Order is deterministic (subject, then memory id), so a
-  budget that stops part-way always stops at the same cluster.
+  clusters, cut to `max_size` members, each listing its memories oldest first (by the time
+  their current version was made, then by id). Order is deterministic (subject, then those), so
+  a budget that stops part-way always stops at the same cluster.
 * `decided` turns one cluster and its `Verdict` (`handlers.consolidation_prompt`) into the
   surviving memory's next version — a `MemoryUpdated` whose `reason` names the consolidation —
   and the `MemoryRetired` of every other member.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from events.consolidations import (
@@ -112,12 +114,22 @@ def clusters_of(
         by_subject.setdefault(key, []).append(memory)
     clusters: list[Cluster] = []
     for (subject, _, _), members in sorted(by_subject.items()):
-        for component in _components(members, threshold):
+        for found in _components(members, threshold):
+            component = sorted(found, key=_oldest_first)
             for start in range(0, len(component), max_size):
                 piece = component[start : start + max_size]
                 if len(piece) >= 2:
                     clusters.append(_checked(Cluster(subject, tuple(piece)), user_id))
     return clusters
+
+
+def _oldest_first(memory: KnownMemory) -> tuple[datetime, str]:
+    """A cluster's order: when each current version was made, then the id (a memory whose time
+    is not known comes first)."""
+    return (memory.learned_at or _UNKNOWN_TIME, memory.memory_id)
+
+
+_UNKNOWN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _components(members: Sequence[KnownMemory], threshold: float) -> list[list[KnownMemory]]:

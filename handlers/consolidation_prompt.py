@@ -29,8 +29,8 @@ MAX_TEXT_CHARS = 4_000
 ACTIONS = ("MERGE", "SUPERSEDE", "KEEP")
 
 SYSTEM_PROMPT = f"""\
-{OPENING} You get a numbered list of memories about the same subject. Memories that look \
-alike are often different facts that are all true. Decide what the list is:
+{OPENING} You get a numbered list of memories about the same subject, oldest first. \
+Memories that look alike are often different facts that are all true. Decide what the list is:
 - "MERGE": they all say the same thing, in other words or with more or less detail. Write one \
 memory ("text") that says everything they say, and give the number of the memory it replaces \
 ("keep", usually the most complete one).
@@ -64,7 +64,7 @@ Answer: {{"action": "KEEP", "keep": null, "text": null, "reason": "two allergies
 
 
 def prompt(cluster: Cluster) -> list[dict[str, str]]:
-    """The messages asking about `cluster` (its members numbered from 1, in cluster order)."""
+    """The messages asking about `cluster` (its members numbered from 1, oldest first)."""
     listed = "\n".join(f"{n}. {m.content.text}" for n, m in enumerate(cluster.members, 1))
     return [
         {"role": "system", "content": SYSTEM_PROMPT},

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from events.base import UtcDatetime
+from events.base import UtcDatetime, at_stored_precision
 from events.memories import (
     Evidence,
     MemoryAdded,
@@ -83,6 +83,9 @@ class KnownMemory(KnownMemoryFacts):
     content: MemoryContent
     embedding: tuple[float, ...]
     embedding_model: str
+    learned_at: UtcDatetime | None = None
+    """When the current version was made, to the millisecond as the read model keeps it (None:
+    not known); consolidation shows a cluster's memories oldest first."""
 
 
 @dataclass(frozen=True)
@@ -445,6 +448,7 @@ def _known_from(
         embedding_model=model,
         origins=origins,
         expires_at=event.expires_at,
+        learned_at=at_stored_precision(event.occurred_at),
     )
 
 

@@ -34,6 +34,7 @@ _CURRENT_FIELDS = {
     "embedding": 1,
     "embedding_model": 1,
     "expires_at": 1,
+    "created_at": 1,
 }
 _ORIGIN_FIELDS = {
     "_id": 0,
@@ -186,4 +187,5 @@ def _known(document: dict[str, Any], origins: Iterable[str]) -> KnownMemory:
         embedding_model=document.get("embedding_model") or "",
         origins=tuple(origins),
         expires_at=document.get("expires_at"),
+        learned_at=document.get("created_at"),
     )

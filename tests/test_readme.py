@@ -149,8 +149,7 @@ def test_the_consolidation_example_merges_two_alike_memories(pipeline_factory: A
     assert result.returncode == 0, result.stderr
     first, merged, left = result.stdout.splitlines()
     assert first == "semantic 1 cluster, 1 call"
-    survivor, retired = sorted(ids.values())  # the cluster lists its memories by id
-    assert merged == f"merge {retired} into {survivor}"
+    assert merged == f"merge {ids[again]} into {ids[rex]}"  # listed oldest first: rex is 1
     assert left == f"[{rex!r}]"
 
 

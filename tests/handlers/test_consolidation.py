@@ -317,3 +317,41 @@ def test_a_request_naming_no_type_consolidates_the_enabled_ones() -> None:
     assert requested_types(named, ["semantic"]) == ("episodic",)
     everything = f.consolidation_request(memory_types=())
     assert requested_types(everything, ["semantic", "procedural"]) == ("semantic", "procedural")
+
+
+def test_a_clusters_memories_are_listed_oldest_first() -> None:
+    older = LISBON.model_copy(update={"memory_id": "z-old", "learned_at": f.at(0)})
+    newer = PORTO.model_copy(update={"memory_id": "a-new", "learned_at": f.at(60)})
+    (cluster,) = clusters_of([newer, older], user_id=f.USER_ID, threshold=0.8)
+    assert cluster.memory_ids == ("z-old", "a-new")
+    assert "oldest first" in prompt(cluster)[0]["content"]
+
+
+def test_a_run_at_the_largest_budget_fits_in_one_record() -> None:
+    from events.codec import MAX_EVENT_BYTES, encode
+    from events.consolidations import MAX_MAX_CALLS
+    from handlers.vectors import rounded
+
+    vector = rounded([0.123456789] * 1536)
+    clusters = [
+        Cluster(
+            "the user",
+            (
+                known(f"a{n:02d}", "x" * 4000, vector, version=7),
+                known(f"b{n:02d}", "y" * 4000, vector),
+            ),
+        )
+        for n in range(MAX_MAX_CALLS)
+    ]
+    merged = Verdict("merge", survivor=0, text="z" * 4000, reason="r" * 300)
+    record = consolidation_record(
+        f.consolidation_request(max_calls=MAX_MAX_CALLS, reason="w" * 1000),
+        "semantic",
+        [ClusterAnswer(cluster, merged, asked=True) for cluster in clusters],
+        vectors=dict.fromkeys(range(MAX_MAX_CALLS), vector),
+        provenance=STAMP,
+        usage=LLMUsage(calls=MAX_MAX_CALLS),
+        prompt_version=PROMPT_VERSION,
+    )
+    assert len(record.decisions) == MAX_MAX_CALLS
+    assert len(encode(record)) < MAX_EVENT_BYTES
