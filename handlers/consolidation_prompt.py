@@ -1,43 +1,50 @@
 """Asking the LLM about one consolidation cluster, and reading the answer strictly.
 
 One call per cluster (docs/architecture.md, "Consolidation"): the cluster's memories — one
-user's, of one type and subject — numbered, answered with one JSON object: MERGE (they say the
-same thing: one memory, with text saying everything they say, survives), SUPERSEDE (they
-contradict: the one true now survives, the others are retired) or KEEP (distinct facts that are
-all true). An answer is held to what it was shown: a number outside the cluster, an unknown
-action, a merge without text or invalid JSON is asked again with the reason, within the calls
-the caller allows; with no valid answer the cluster is kept as it is (never a lost memory).
+user's, of one type and subject — numbered newest first, answered with one JSON object: MERGE
+(they say the same thing: one memory, with text saying everything they say, survives),
+SUPERSEDE (they contradict: the one true now survives, the others are retired) or KEEP
+(distinct facts that are all true). An answer is held to what it was shown: a number outside
+the cluster, an unknown action, a merge without text or invalid JSON is asked again with the
+reason, within the calls the caller allows; with no valid answer the cluster is kept as it is
+(never a lost memory).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from handlers.consolidation import Cluster, ClusterAnswer, Verdict
 from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, InvalidExtraction
 from handlers.extraction.json_answer import load_object
 from handlers.ports import ChatAnswer, ChatModel
+from handlers.reconcile import KnownMemory
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "consolidate-1"
+PROMPT_VERSION = "consolidate-2"
+"""consolidate-1 listed the memories oldest first; the packaged 1.5B model then kept the older
+value in 4 of 9 contradictions (BENCHMARKS.md, "Consolidation on labelled clusters"). -2 lists
+them newest first: number 1 is the newest."""
 OPENING = "You tidy a long-term memory."
 """How the system prompt begins (scripted models in tests recognise a consolidation by it)."""
 MAX_TEXT_CHARS = 4_000
 ACTIONS = ("MERGE", "SUPERSEDE", "KEEP")
 
 SYSTEM_PROMPT = f"""\
-{OPENING} You get a numbered list of memories about the same subject, oldest first. \
-Memories that look alike are often different facts that are all true. Decide what the list is:
+{OPENING} You get a numbered list of memories about the same subject, newest first: number 1 \
+is the most recent. Memories that look alike are often different facts that are all true. \
+Decide what the list is:
 - "MERGE": they all say the same thing, in other words or with more or less detail. Write one \
 memory ("text") that says everything they say, and give the number of the memory it replaces \
-("keep", usually the most complete one).
+("keep", usually 1).
 - "SUPERSEDE": they cannot all be true now, because they give other values for the very same \
 thing (another city, another job, another number, another date for the same plan). Give the \
-number of the one that is true now ("keep"): the one that says the fact changed, or else the \
-last one in the list.
+number of the one that is true now ("keep"): the newest, number 1, unless another one says the \
+fact changed back.
 - "KEEP": they are different facts that stay true beside each other (another allergy, another \
 pet, another hobby, another rule). When in doubt, KEEP.
 
@@ -46,35 +53,49 @@ Answer with one JSON object, keys in this order:
 "<the merged memory for MERGE, else null>", "reason": "<a few words>"}}
 
 Example:
-1. The user has a dog named Rex.
-2. The user owns a dog called Rex.
+1. The user owns a dog called Rex.
+2. The user has a dog named Rex.
 Answer: {{"action": "MERGE", "keep": 1, "text": "The user has a dog named Rex.", "reason": \
 "same dog"}}
 
 Example:
-1. The user lives in Lisbon.
-2. The user moved to Porto and lives there now.
-Answer: {{"action": "SUPERSEDE", "keep": 2, "text": null, "reason": "moved to Porto"}}
+1. The user moved to Porto and lives there now.
+2. The user lives in Lisbon.
+Answer: {{"action": "SUPERSEDE", "keep": 1, "text": null, "reason": "moved to Porto"}}
 
 Example:
-1. The user is allergic to peanuts.
-2. The user is allergic to cats.
+1. The user is allergic to cats.
+2. The user is allergic to peanuts.
 Answer: {{"action": "KEEP", "keep": null, "text": null, "reason": "two allergies"}}
 """
 
 
+def shown(cluster: Cluster) -> list[KnownMemory]:
+    """The cluster's memories as the prompt numbers them: newest first."""
+    return list(reversed(cluster.members))
+
+
 def prompt(cluster: Cluster) -> list[dict[str, str]]:
-    """The messages asking about `cluster` (its members numbered from 1, oldest first)."""
-    listed = "\n".join(f"{n}. {m.content.text}" for n, m in enumerate(cluster.members, 1))
+    """The messages asking about `cluster` (its members numbered from 1, newest first)."""
+    listed = "\n".join(f"{n}. {m.content.text}" for n, m in enumerate(shown(cluster), 1))
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": f"MEMORIES:\n{listed}\nAnswer with the JSON."},
     ]
 
 
+def in_cluster_order(verdict: Verdict, size: int) -> Verdict:
+    """`verdict` (its survivor counted as the prompt numbers the memories, from 0) with the
+    survivor's index in the cluster (oldest first)."""
+    if verdict.survivor is None:
+        return verdict
+    return replace(verdict, survivor=size - 1 - verdict.survivor)
+
+
 def parse(text: str, size: int) -> Verdict:
-    """The answer as a `Verdict` about a cluster of `size` memories; `InvalidExtraction` with
-    the reason when it does not follow the format or names a memory it was not shown."""
+    """The answer as a `Verdict` about a cluster of `size` memories (its survivor counted as
+    the prompt numbers them: `in_cluster_order` turns it around); `InvalidExtraction` with the
+    reason when it does not follow the format or names a memory it was not shown."""
     return verdict_of(load_object(text), size)
 
 
@@ -116,12 +137,13 @@ async def ask(
         answer = await llm.complete_json(messages)
         answers.append(answer)
         try:
-            size = len(answer.text.encode())
-            if size > max_answer_bytes:
+            used = len(answer.text.encode())
+            if used > max_answer_bytes:
                 raise InvalidExtraction(
-                    f"the answer is {size} bytes, more than the limit of {max_answer_bytes}"
+                    f"the answer is {used} bytes, more than the limit of {max_answer_bytes}"
                 )
-            return parse(answer.text, len(cluster.members)), answers
+            size = len(cluster.members)
+            return in_cluster_order(parse(answer.text, size), size), answers
         except InvalidExtraction as exc:
             log.info("consolidation answer refused: %s", exc)
             messages = [

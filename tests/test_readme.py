@@ -149,7 +149,7 @@ def test_the_consolidation_example_merges_two_alike_memories(pipeline_factory: A
     assert result.returncode == 0, result.stderr
     first, merged, left = result.stdout.splitlines()
     assert first == "semantic 1 cluster, 1 call"
-    assert merged == f"merge {ids[again]} into {ids[rex]}"  # listed oldest first: rex is 1
+    assert merged == f"merge {ids[rex]} into {ids[again]}"  # listed newest first: 1 is again
     assert left == f"[{rex!r}]"
 
 

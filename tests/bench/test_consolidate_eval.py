@@ -35,8 +35,9 @@ class Oracle:
     async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
         assert messages[0]["content"].startswith(OPENING)
         listed = tuple(line.split(". ", 1)[1] for line in messages[1]["content"].splitlines()[1:-1])
-        case = self.by_text[listed]
-        answer = {"action": case.expected.upper(), "keep": case.keep, "text": None}
+        case = self.by_text[tuple(reversed(listed))]  # the prompt lists them newest first
+        keep = None if case.keep is None else len(case.memories) - case.keep + 1
+        answer = {"action": case.expected.upper(), "keep": keep, "text": None}
         if case.expected == "merge":
             answer.update(keep=1, text=case.memories[0])
         return ChatAnswer(json.dumps(answer), "oracle", prompt_tokens=100, completion_tokens=10)

@@ -145,7 +145,8 @@ def test_a_cluster_forged_across_subjects_or_users_decides_nothing() -> None:
 def test_the_prompt_numbers_the_cluster_and_says_what_it_is() -> None:
     messages = prompt(Cluster("the user", (LISBON, PORTO)))
     assert messages[0]["content"].startswith(OPENING)
-    assert "1. The user lives in Lisbon.\n2. The user lives in Porto." in messages[1]["content"]
+    # Newest first: Porto (learned after Lisbon, or after it by id) is number 1.
+    assert "1. The user lives in Porto.\n2. The user lives in Lisbon." in messages[1]["content"]
 
 
 @pytest.mark.parametrize(
@@ -194,10 +195,10 @@ class Scripted:
 
 
 def test_a_bad_answer_is_asked_again_with_the_reason_then_kept() -> None:
-    llm = Scripted('{"action": "SUPERSEDE", "keep": 7}', '{"action": "SUPERSEDE", "keep": 2}')
+    llm = Scripted('{"action": "SUPERSEDE", "keep": 7}', '{"action": "SUPERSEDE", "keep": 1}')
     cluster = Cluster("the user", (LISBON, PORTO))
     verdict, answers = asyncio.run(ask(llm, cluster, calls=3))
-    assert verdict == Verdict("supersede", survivor=1)
+    assert verdict == Verdict("supersede", survivor=1)  # number 1, the newest: Porto
     assert len(answers) == 2
     assert "That answer was invalid" in llm.asked[1][-1]["content"]
     assert '"keep" must be the number' in llm.asked[1][-1]["content"]
@@ -324,7 +325,8 @@ def test_a_clusters_memories_are_listed_oldest_first() -> None:
     newer = PORTO.model_copy(update={"memory_id": "a-new", "learned_at": f.at(60)})
     (cluster,) = clusters_of([newer, older], user_id=f.USER_ID, threshold=0.8)
     assert cluster.memory_ids == ("z-old", "a-new")
-    assert "oldest first" in prompt(cluster)[0]["content"]
+    assert "newest first" in prompt(cluster)[0]["content"]
+    assert "1. The user lives in Porto." in prompt(cluster)[1]["content"]
 
 
 def test_a_run_at_the_largest_budget_fits_in_one_record() -> None:
