@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from handlers.consolidation_prompt import OPENING
+from handlers.consolidation_prompt import OPENING, PROMPT_VERSION
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.sync_client import SyncMemoryClient
 from tests.streams.test_reconciliation import fact, said
@@ -103,7 +103,7 @@ def test_duplicates_merge_contradictions_supersede_and_history_says_by_what(
         )
         assert (run["clusters_found"], run["clusters_asked"], run["clusters_skipped"]) == (3, 3, 0)
         assert run["usage"]["calls"] == 3 and run["usage"]["prompt_tokens"] > 0
-        assert run["prompt_version"] == "consolidate-1" and run["unchanged"] is None
+        assert run["prompt_version"] == PROMPT_VERSION and run["unchanged"] is None
         assert sorted(c["action"] for c in run["clusters"]) == ["merge", "supersede", "supersede"]
         assert len(consolidation_calls(pipeline)) == 3
         for call in consolidation_calls(pipeline):  # one subject per question: John's apart
