@@ -10,8 +10,8 @@ from fastapi import APIRouter
 
 from memstream.api import models as m
 from memstream.api.auth import Authenticated
+from memstream.api.paths import IdPath, UserPath
 from memstream.api.problems import ApiProblem, Problem
-from memstream.api.rollbacks import MemoryId, UserId
 from memstream.sdk.results import consolidation_complete
 
 
@@ -25,7 +25,7 @@ def consolidation_routes(router: APIRouter) -> None:
         tags=["write"],
     )
     async def consolidate(
-        user_id: UserId, body: m.ConsolidateMemories, caller: Authenticated
+        user_id: UserPath, body: m.ConsolidateMemories, caller: Authenticated
     ) -> Any:
         """Merge the user's near-duplicate memories and supersede contradicting ones, one LLM
         call per cluster within `max_calls`; `requested_by` is the key's principal."""
@@ -46,7 +46,7 @@ def consolidation_routes(router: APIRouter) -> None:
         tags=["read"],
     )
     async def consolidation_result(
-        user_id: UserId, consolidation_id: MemoryId, caller: Authenticated
+        user_id: UserPath, consolidation_id: IdPath, caller: Authenticated
     ) -> Any:
         """What the consolidation did so far (404 until a first run is projected)."""
         user = await caller.user(user_id)
