@@ -78,6 +78,7 @@ from memstream.extractors import (
     ExtractorSettings,
     apply_extractor,
     extractor_digest,
+    memory_types_named,
 )
 from streams.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol
 
@@ -259,16 +260,7 @@ class ExtractionSettings(_Section):
     @field_validator("enabled", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = tuple(part.strip() for part in value.split(",") if part.strip())
-        if isinstance(value, list | tuple):
-            unknown = [str(name) for name in value if name not in MEMORY_TYPES]
-            if unknown:
-                raise ValueError(
-                    f"unknown memory type {', '.join(map(repr, unknown))}; "
-                    f"the memory types are {', '.join(MEMORY_TYPES)}"
-                )
-        return value
+        return memory_types_named(value)
 
     @field_validator("enabled")
     @classmethod

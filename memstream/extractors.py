@@ -41,7 +41,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from events.memories import MEMORY_TYPES
 
-__all__ = ["DEFAULT_EXTRACTOR", "ExtractorSettings", "apply_extractor", "extractor_digest"]
+__all__ = [
+    "DEFAULT_EXTRACTOR",
+    "ExtractorSettings",
+    "apply_extractor",
+    "extractor_digest",
+    "memory_types_named",
+]
 
 DEFAULT_EXTRACTOR = "default"
 """The extractor's name when none is chosen: the top-level settings as they are."""
@@ -69,16 +75,7 @@ class ExtractorSettings(BaseModel):
     @field_validator("enabled", mode="before")
     @classmethod
     def _known_types(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = tuple(part.strip() for part in value.split(",") if part.strip())
-        if isinstance(value, list | tuple):
-            unknown = [str(name) for name in value if name not in MEMORY_TYPES]
-            if unknown:
-                raise ValueError(
-                    f"unknown memory type {', '.join(map(repr, unknown))}; "
-                    f"the memory types are {', '.join(MEMORY_TYPES)}"
-                )
-        return value
+        return memory_types_named(value)
 
     def overrides(self) -> list[tuple[tuple[str, ...], Any]]:
         """(setting path, value) for every field this extractor sets."""
@@ -155,6 +152,21 @@ def declaration(
                 "prompt the code no longer has"
             )
     return extractor
+
+
+def memory_types_named(value: Any) -> Any:
+    """A list of memory types as settings give it (a list, or a comma-separated string), every
+    name checked; other values are left to the field's own validation."""
+    if isinstance(value, str):
+        value = tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, list | tuple):
+        unknown = [str(name) for name in value if name not in MEMORY_TYPES]
+        if unknown:
+            raise ValueError(
+                f"unknown memory type {', '.join(map(repr, unknown))}; "
+                f"the memory types are {', '.join(MEMORY_TYPES)}"
+            )
+    return value
 
 
 DIGEST_CHARS = 12
