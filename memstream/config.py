@@ -426,6 +426,7 @@ class ExtractorIdentity:
 def extractor_identity(settings: Settings) -> ExtractorIdentity:
     """The extractor in use: its name, and a digest of the settings it decides with (not of
     addresses or keys: the same extractor on another endpoint is the same extractor)."""
+    from handlers import consolidation_prompt
     from handlers.extraction.registry import EXTRACTORS
     from handlers.reconcile_prompt import BATCH_PROMPT_VERSION, PROMPT_VERSION
 
@@ -442,6 +443,7 @@ def extractor_identity(settings: Settings) -> ExtractorIdentity:
         "reconcile_prompt": PROMPT_VERSION
         if reconcile.questions_per_call == 1
         else BATCH_PROMPT_VERSION,
+        "consolidate_prompt": consolidation_prompt.PROMPT_VERSION,
     }
     return ExtractorIdentity(settings.extractor, extractor_digest(decides))
 

@@ -97,10 +97,9 @@ def apply_extractor(
     """`raw` settings with the chosen extractor's fields in place of the top-level ones.
 
     Every declared extractor is checked, not only the chosen one, so a mistake is found before
-    a switch to it. `prompt_versions()` gives the code's (memory type -> version), asked only when
-    a declaration pins one. Raises ValueError
-    naming the field: an unknown extractor, a bad declaration, a pinned prompt the code no longer
-    has.
+    a switch to it. `prompt_versions()` gives the code's (memory type -> version), asked only
+    when a declaration pins one. Raises ValueError naming the field: an unknown extractor, a bad
+    declaration, a pinned prompt the code no longer has.
     """
     name = str(raw.get("extractor") or DEFAULT_EXTRACTOR)
     declared = raw.get("extractors") or {}
