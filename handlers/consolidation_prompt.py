@@ -18,7 +18,12 @@ from dataclasses import replace
 from typing import Any
 
 from handlers.consolidation import Cluster, ClusterAnswer, Verdict
-from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, InvalidExtraction
+from handlers.extraction.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    InvalidExtraction,
+    asked_again,
+    refuse_oversized,
+)
 from handlers.extraction.json_answer import load_object
 from handlers.ports import ChatAnswer, ChatModel
 from handlers.reconcile import KnownMemory
@@ -137,20 +142,12 @@ async def ask(
         answer = await llm.complete_json(messages)
         answers.append(answer)
         try:
-            used = len(answer.text.encode())
-            if used > max_answer_bytes:
-                raise InvalidExtraction(
-                    f"the answer is {used} bytes, more than the limit of {max_answer_bytes}"
-                )
+            refuse_oversized(answer.text, max_answer_bytes)
             size = len(cluster.members)
             return in_cluster_order(parse(answer.text, size), size), answers
         except InvalidExtraction as exc:
             log.info("consolidation answer refused: %s", exc)
-            messages = [
-                *prompt(cluster),
-                {"role": "assistant", "content": answer.text[:1_000]},
-                {"role": "user", "content": f"That answer was invalid: {exc}. Answer again."},
-            ]
+            messages = asked_again(prompt(cluster), answer.text, exc)
     return None, answers
 
 

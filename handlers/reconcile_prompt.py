@@ -20,7 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, InvalidExtraction
+from handlers.extraction.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    InvalidExtraction,
+    asked_again,
+    refuse_oversized,
+)
 from handlers.extraction.json_answer import load_object
 from handlers.ports import ChatAnswer, ChatModel
 from handlers.reconcile import Answer, KnownMemory, NewMemory, Option, Question
@@ -290,15 +295,11 @@ async def ask(
         answer = await llm.complete_json(messages)
         answers.append(answer)
         try:
-            _check_size(answer, max_answer_bytes)
+            refuse_oversized(answer.text, max_answer_bytes)
             return parse(answer.text, options), answers
         except InvalidExtraction as exc:
             log.info("reconcile answer refused: %s", exc)
-            messages = [
-                *prompt(new, options),
-                {"role": "assistant", "content": answer.text[:1_000]},
-                {"role": "user", "content": f"That answer was invalid: {exc}. Answer again."},
-            ]
+            messages = asked_again(prompt(new, options), answer.text, exc)
     return None, answers
 
 
@@ -360,7 +361,7 @@ async def _ask_batch(
         answer = await llm.complete_json(messages)
         answers.append(answer)
         try:
-            _check_size(answer, max_answer_bytes)
+            refuse_oversized(answer.text, max_answer_bytes)
             found = batch.parse(answer.text)
         except InvalidExtraction as exc:
             problem = str(exc)
@@ -386,14 +387,6 @@ async def _ask_batch(
             },
         ]
     return [settled.get(index) for index in range(len(batch.questions))], answers
-
-
-def _check_size(answer: ChatAnswer, max_answer_bytes: int) -> None:
-    size = len(answer.text.encode())
-    if size > max_answer_bytes:
-        raise InvalidExtraction(
-            f"the answer is {size} bytes, more than the limit of {max_answer_bytes}"
-        )
 
 
 def _listed(own: Mapping[int, Option]) -> str:

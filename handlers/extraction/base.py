@@ -190,11 +190,7 @@ def parsed(
     items: an answer that long is a model listing the conversation, and which items to keep
     cannot be told; the retry is told the cap (docs/architecture.md, "Operations"). An answer
     cut off by the token limit keeps the items it completed (`json_answer.items_under`)."""
-    size = len(answer.encode())
-    if size > limits.max_answer_bytes:
-        raise InvalidExtraction(
-            f"the answer is {size} bytes, more than the limit of {limits.max_answer_bytes}"
-        )
+    refuse_oversized(answer, limits.max_answer_bytes)
     drafts = _drafts_in(answer)
     if drafts > limits.max_memories:
         raise InvalidExtraction(
@@ -202,6 +198,28 @@ def parsed(
             f"{limits.max_memories}: keep only the most important"
         )
     return tuple(extractor.parse(answer, snapshot))
+
+
+def refuse_oversized(answer: str, max_answer_bytes: int) -> None:
+    """`InvalidExtraction` when an LLM answer is longer than `max_answer_bytes` (UTF-8): it is not
+    parsed, and the retry is told the limit."""
+    size = len(answer.encode())
+    if size > max_answer_bytes:
+        raise InvalidExtraction(
+            f"the answer is {size} bytes, more than the limit of {max_answer_bytes}"
+        )
+
+
+def asked_again(
+    prompt: Sequence[dict[str, str]], answer: str, problem: InvalidExtraction | str
+) -> list[dict[str, str]]:
+    """`prompt` followed by the refused `answer` (its first 1,000 characters) and what was wrong
+    with it: how reconciliation and consolidation ask once more."""
+    return [
+        *prompt,
+        {"role": "assistant", "content": answer[:1_000]},
+        {"role": "user", "content": f"That answer was invalid: {problem}. Answer again."},
+    ]
 
 
 def _drafts_in(answer: str) -> int:
