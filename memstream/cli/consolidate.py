@@ -21,7 +21,7 @@ from typing import Any
 from events.consolidations import DEFAULT_MAX_CALLS, MAX_MAX_CALLS
 from events.forgetting import MAX_REASON_CHARS
 from events.memories import MEMORY_TYPES
-from memstream.config import load_settings
+from memstream.cli.settings import settings_with_a_database
 
 DEFAULT_WAIT_SECONDS = 300.0
 
@@ -102,9 +102,7 @@ def _consolidate(args: argparse.Namespace) -> int:
     if (refused := refusal(args)) is not None:
         print(f"memstream: {refused}", file=sys.stderr)
         return 2
-    settings = load_settings()
-    if not settings.mongodb.uri:
-        raise SystemExit("memstream: MONGODB_URI is not set (is `memstream up` running?)")
+    settings = settings_with_a_database()
 
     async def run() -> int:
         async with MemoryClient(settings) as client:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from events.memories import MEMORY_TYPES
-from memstream.config import load_settings
+from memstream.cli.settings import settings_with_a_database
 
 HIDDEN = ("embedding", "_id")
 """Fields not printed: vectors are long and useless on a terminal."""
@@ -58,9 +58,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[Any]]) -> Any:
     from memstream.sdk.client import MemoryClient
 
-    settings = load_settings()
-    if not settings.mongodb.uri:
-        raise SystemExit("memstream: MONGODB_URI is not set (is `memstream up` running?)")
+    settings = settings_with_a_database()
 
     async def run() -> Any:
         async with MemoryClient(settings) as client:

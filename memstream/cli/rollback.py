@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from events.forgetting import MAX_REASON_CHARS
-from memstream.config import load_settings
+from memstream.cli.settings import settings_with_a_database
 
 DEFAULT_WAIT_SECONDS = 120.0
 
@@ -54,9 +54,7 @@ def _rollback(args: argparse.Namespace) -> int:
     if (refused := refusal(args)) is not None:
         print(f"memstream: {refused}", file=sys.stderr)
         return 2
-    settings = load_settings()
-    if not settings.mongodb.uri:
-        raise SystemExit("memstream: MONGODB_URI is not set (is `memstream up` running?)")
+    settings = settings_with_a_database()
 
     async def run() -> int:
         async with MemoryClient(settings) as client:
