@@ -317,7 +317,7 @@ async def test_the_parts_of_a_long_snapshot_are_asked_at_once() -> None:
     assert (llm.peak, llm.answered, outcome.attempts) == (2, 2, 2)
 
 
-async def test_an_outage_in_one_part_cancels_the_others_and_is_waited_out_by_the_caller() -> None:
+async def test_an_outage_in_one_part_cancels_the_others_and_reaches_the_caller() -> None:
     llm = ConcurrentChatModel(outage_on="Lisbon")
     whole = said("I work at Stripe.", "I have a beagle.", "I live in Lisbon.", "I play chess.")
     with pytest.raises(LLMUnavailable):
