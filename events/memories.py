@@ -13,8 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from events.base import Event, Identifier, UtcDatetime
 from events.upcasting import upcast
 
-MemoryType = Literal["semantic", "episodic", "procedural", "taxonomic"]
+MEMORY_TYPE_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+MemoryType = Annotated[str, Field(pattern=MEMORY_TYPE_PATTERN)]
+"""A memory type's name: one of the built-in `MEMORY_TYPES`, or a custom type a project declares
+(`memory.custom_types`, docs/architecture.md, "Custom memory types"). Which names a deployment
+knows is configuration, so events accept any well-formed name."""
 MEMORY_TYPES: tuple[MemoryType, ...] = ("semantic", "episodic", "procedural", "taxonomic")
+"""The built-in memory types, each with its own extractor in `handlers.extraction`."""
 Owner = Literal["user", "agent"]
 USER_SUBJECT = "the user"
 """The subject of every memory about the current user (another person's is their name)."""

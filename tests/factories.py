@@ -288,7 +288,7 @@ def extracted(
             event_id=derived_id("added", memory_id),
             occurred_at=snap.occurred_at,
             memory_id=memory_id,
-            memory_type=memory_type,  # type: ignore[arg-type]
+            memory_type=memory_type,
             user_id=snap.user_id,
             agent_id=snap.agent_id,
             content=item,
@@ -297,13 +297,13 @@ def extracted(
             provenance=provenance(),
         )
         for item in contents
-        for memory_id in [new_memory_id(memory_type, snap.event_id, item)]  # type: ignore[arg-type]
+        for memory_id in [new_memory_id(memory_type, snap.event_id, item)]
     ]
     outcome = ExtractionOutcome(tuple(contents), attempts, failure=failure)
     usage = LLMUsage(calls=attempts, prompt_tokens=100 * attempts, completion_tokens=20 * attempts)
     return extraction_record(
         snap,
-        memory_type,  # type: ignore[arg-type]
+        memory_type,
         outcome,
         decisions,
         usage,

@@ -1,11 +1,13 @@
-"""Which extractor handles which memory type."""
+"""Which extractor handles which memory type: the built-in ones, and the custom types a project
+declares (`handlers.extraction.custom`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from events.memories import MemoryType
 from handlers.extraction.base import Extractor
+from handlers.extraction.custom import CustomExtractor, CustomTypeDeclaration
 from handlers.extraction.episodic import EpisodicExtractor
 from handlers.extraction.procedural import ProceduralExtractor
 from handlers.extraction.semantic import SemanticExtractor
@@ -17,19 +19,25 @@ EXTRACTORS: dict[MemoryType, Callable[[], Extractor]] = {
     "procedural": ProceduralExtractor,
     "taxonomic": TaxonomicExtractor,
 }
-"""Every memory type has an automatic extractor (each type can also be saved directly)."""
+"""Every built-in memory type has an automatic extractor (each type can also be saved directly)."""
 
 
 class UnsupportedMemoryType(ValueError):
     """No automatic extractor exists for this memory type."""
 
 
-def extractor_for(memory_type: MemoryType) -> Extractor:
-    """A fresh extractor for `memory_type`, or `UnsupportedMemoryType`."""
+def extractor_for(
+    memory_type: MemoryType, custom_types: Mapping[str, CustomTypeDeclaration] | None = None
+) -> Extractor:
+    """A fresh extractor for `memory_type` — a built-in one, or the declared custom type's —
+    or `UnsupportedMemoryType`."""
+    declared = custom_types or {}
+    if memory_type in declared:
+        return CustomExtractor(memory_type, declared[memory_type])
     try:
         return EXTRACTORS[memory_type]()
     except KeyError:
-        available = ", ".join(EXTRACTORS)
+        available = ", ".join([*EXTRACTORS, *declared])
         raise UnsupportedMemoryType(
-            f"automatic {memory_type} extraction is not implemented yet (available: {available})"
+            f"no extractor for the memory type {memory_type!r} (available: {available})"
         ) from None

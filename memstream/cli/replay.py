@@ -386,7 +386,7 @@ def _extraction(
         user_id=snapshot["user_id"],
         session_id=snapshot["session_id"],
         agent_id=snapshot.get("agent_id"),
-        memory_type=memory_type,  # type: ignore[arg-type]
+        memory_type=memory_type,
         decisions=tuple(_decisions(record.get("decision_ids", []), logged)),
         attempts=record["attempts"],
         failure=record.get("failure"),

@@ -136,7 +136,7 @@ class PipelineHarness:
 
         async def send() -> str:
             async with MemoryClient(self.settings) as client:
-                return await client.save(user_id, memory_type, text, **options)  # type: ignore[arg-type]
+                return await client.save(user_id, memory_type, text, **options)
 
         return asyncio.run(send())
 

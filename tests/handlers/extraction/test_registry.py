@@ -36,7 +36,7 @@ def test_registry_gives_a_fresh_extractor_of_the_type(memory_type: MemoryType, c
 
 def test_an_unknown_type_is_refused_with_the_available_ones() -> None:
     with pytest.raises(UnsupportedMemoryType) as info:
-        extractor_for("emotional")  # type: ignore[arg-type]
+        extractor_for("emotional")
     assert "emotional" in str(info.value)
     assert "available: semantic, episodic, procedural, taxonomic" in str(info.value)
 
