@@ -5,7 +5,8 @@ labels in the conversation's language (English or Chinese):
 
 1. the L0 profile of the current user;
 2. the most relevant memories of each memory type, taken in turns across the types (the best of
-   each type first), so one type cannot crowd out the others; each opens with the date it was
+   each type first), so one type cannot crowd out the others — the built-in types, then each
+   custom type under its declared heading; each opens with the date it was
    said in brackets (``[8 May 2023]``), so an answer can place its relative times and tell an
    old fact from a new one;
 3. the session so far (short-term memory), its most recent messages last — when it does not fit,
@@ -91,9 +92,16 @@ def context_block(
     history: str,
     language: Language,
     max_chars: int,
+    custom_headings: Mapping[MemoryType, str] | None = None,
 ) -> str:
-    """The context block (see the module doc), at most `max_chars` characters."""
-    labels = LABELS[language]
+    """The context block (see the module doc), at most `max_chars` characters. A custom type's
+    memories go under `custom_headings[type]` (default: the type's name)."""
+    headings = dict(custom_headings or {})
+    for memory in memories:
+        if memory.memory_type not in MEMORY_TYPES:
+            headings.setdefault(memory.memory_type, memory.memory_type)
+    labels = {**LABELS[language], **{t: f"## {heading}" for t, heading in headings.items()}}
+    types = [*MEMORY_TYPES, *(t for t in headings if t not in MEMORY_TYPES)]
     sections: list[list[str]] = []
     budget = max_chars
 
@@ -114,11 +122,11 @@ def context_block(
     seen = {line[2:] for section in sections for line in section[1:]}
     queues = {
         t: [dated_line(m, language) for m in memories if m.memory_type == t and m.text not in seen]
-        for t in MEMORY_TYPES
+        for t in types
     }
-    chosen: dict[MemoryType, list[str]] = {t: [] for t in MEMORY_TYPES}
+    chosen: dict[MemoryType, list[str]] = {t: [] for t in types}
     while any(queues.values()):
-        for memory_type in MEMORY_TYPES:  # one memory of each type per round
+        for memory_type in types:  # one memory of each type per round
             if not queues[memory_type]:
                 continue
             line = queues[memory_type].pop(0)
@@ -128,7 +136,7 @@ def context_block(
                 continue
             chosen[memory_type].append(line)
             budget -= opening + len(line) + 1
-    for memory_type in MEMORY_TYPES:
+    for memory_type in types:
         if chosen[memory_type]:
             sections.append([labels[memory_type], *chosen[memory_type]])
     if history.strip():

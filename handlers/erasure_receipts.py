@@ -8,7 +8,8 @@ records how many steps will come, so the read side computes it from the configur
 
 * memory, or a memory's expiry: 1 memories step (the memory's type's stage);
 * session: 1 turns + 1 snapshots + T memories steps (every type's stage reads the
-  `SessionsForgotten`, T = the number of memory types, 4);
+  `SessionsForgotten`, T = the number of memory types: the 4 built-in ones and the project's
+  declared custom ones);
 * user: P turns + P snapshots + T·(P + 1) memories steps (P = `kafka.partitions`: one copy of the
   request per turns partition, each giving a `SessionsForgotten`, plus the snapshots-topic copy
   for the direct saves, each read by every type's stage).
@@ -35,9 +36,11 @@ SDK_REQUESTER = "sdk"
 """`requested_by` of a request made through the SDK by code acting as no principal."""
 
 
-def expected_steps(kind: ForgetScope, partitions: int) -> dict[StepTopic, int]:
-    """How many steps of each topic a request of `kind` leaves (see the module doc)."""
-    types = len(MEMORY_TYPES)
+def expected_steps(
+    kind: ForgetScope, partitions: int, types: int = len(MEMORY_TYPES)
+) -> dict[StepTopic, int]:
+    """How many steps of each topic a request of `kind` leaves with `types` memory types (their
+    stages; see the module doc)."""
     if kind in ("memory", "expiry"):
         return {"turns": 0, "snapshots": 0, "memories": 1}
     if kind == "session":
@@ -56,13 +59,21 @@ def steps_seen(steps: Mapping[str, Mapping[str, Any]]) -> dict[StepTopic, int]:
     return seen
 
 
-def is_complete(kind: ForgetScope, steps: Mapping[str, Mapping[str, Any]], partitions: int) -> bool:
+def is_complete(
+    kind: ForgetScope,
+    steps: Mapping[str, Mapping[str, Any]],
+    partitions: int,
+    types: int = len(MEMORY_TYPES),
+) -> bool:
     """Has every stage that must act on a request of `kind` left its step?"""
     seen = steps_seen(steps)
-    return all(seen[topic] >= count for topic, count in expected_steps(kind, partitions).items())
+    expected = expected_steps(kind, partitions, types)
+    return all(seen[topic] >= count for topic, count in expected.items())
 
 
-def with_progress(receipt: Mapping[str, Any], partitions: int) -> dict[str, Any]:
+def with_progress(
+    receipt: Mapping[str, Any], partitions: int, types: int = len(MEMORY_TYPES)
+) -> dict[str, Any]:
     """The receipt with its `request_id` (the document's `_id`), `complete` and, per topic,
     `expected_steps` and `seen_steps`."""
     kind: ForgetScope = receipt["kind"]
@@ -70,8 +81,8 @@ def with_progress(receipt: Mapping[str, Any], partitions: int) -> dict[str, Any]
     return {
         "request_id": receipt["_id"],
         **receipt,
-        "complete": is_complete(kind, steps, partitions),
-        "expected_steps": expected_steps(kind, partitions),
+        "complete": is_complete(kind, steps, partitions, types),
+        "expected_steps": expected_steps(kind, partitions, types),
         "seen_steps": steps_seen(steps),
     }
 

@@ -210,9 +210,12 @@ async def reconcile(
     provenance: Provenance,
     thresholds: Thresholds,
     ask: Ask,
+    adds_only: bool = False,
 ) -> Reconciliation:
     """Decide what each new memory of one source means for the known ones of its scope and type
-    (module doc: plan, ask once, decide in order).
+    (module doc: plan, ask once, decide in order). With `adds_only` (a custom type declared
+    `reconcile: false`) every new memory is added, asking nothing; only one that repeats a
+    memory its own source already added reinforces it, so no id collides.
 
     Only known memories of the source's user and agent are ever candidates, whatever the caller
     passes in `known` (docs/architecture.md, "Identity")."""
@@ -223,7 +226,9 @@ async def reconcile(
     waiting = list(news)
     while waiting:
         plans = [
-            _plan(memory_type, new, scope.values(), thresholds, provenance.embedding_model)
+            _Plan(("ADD", None, "this memory type only adds"))
+            if adds_only
+            else _plan(memory_type, new, scope.values(), thresholds, provenance.embedding_model)
             for new in waiting
         ]
         wave, waiting = _wave(memory_type, waiting, plans, thresholds)

@@ -55,7 +55,7 @@ Environment variables (they win over the file):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +68,7 @@ from events.memories import MEMORY_TYPES, MemoryType
 from events.topics import Topics
 from events.turns import MAX_CONTENT_CHARS
 from handlers.extraction.base import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_MEMORIES
+from handlers.extraction.custom import MAX_CUSTOM_TYPES, CustomTypeDeclaration
 from handlers.window import (
     DEFAULT_DEDUP_HORIZON,
     DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -85,6 +86,16 @@ from streams.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtoco
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message lists every problem and where it came from."""
+
+
+class SettingProblem(ValueError):
+    """A problem a section's validator finds with one of its settings, located by `path` (so
+    the message names the setting and its environment variable, as a field's own error does)."""
+
+    def __init__(self, path: tuple[str, ...], message: str, value: Any) -> None:
+        super().__init__(message)
+        self.path = path
+        self.value = value
 
 
 class _Section(BaseModel):
@@ -325,6 +336,12 @@ class HttpSettings(_Section):
 
 
 class MemorySettings(_Section):
+    custom_types: dict[MemoryType, CustomTypeDeclaration] = Field(
+        default_factory=dict, max_length=MAX_CUSTOM_TYPES
+    )
+    """A project's own memory types (`handlers.extraction.custom`, docs/architecture.md,
+    "Custom memory types"): each is extracted, reconciled, searched and forgotten like a
+    built-in type once `extraction.enabled` names it."""
     extraction: ExtractionSettings = ExtractionSettings()
     reconcile: ReconcileSettings = ReconcileSettings()
     retention_seconds: dict[MemoryType, float] = Field(default_factory=dict)
@@ -366,6 +383,41 @@ class MemorySettings(_Section):
                 raise ValueError(f"retention of {name} must be more than 0 seconds")
         return value
 
+    @field_validator("custom_types")
+    @classmethod
+    def _own_names(
+        cls, value: dict[MemoryType, CustomTypeDeclaration]
+    ) -> dict[MemoryType, CustomTypeDeclaration]:
+        for name in value:
+            if name in MEMORY_TYPES:
+                raise ValueError(
+                    f"{name!r} is a built-in memory type: a custom type needs its own name"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _known_types(self) -> MemorySettings:
+        named: list[tuple[tuple[str, ...], Sequence[str]]] = [
+            (("memory", "extraction", "enabled"), self.extraction.enabled),
+            (("memory", "retention_seconds"), list(self.retention_seconds)),
+        ]
+        for path, names in named:
+            unknown = [name for name in names if name not in self.types]
+            if unknown:
+                raise SettingProblem(
+                    path,
+                    f"unknown memory type {', '.join(map(repr, unknown))}; the memory types are "
+                    f"{', '.join(self.types)} (a custom type is declared under "
+                    "memory.custom_types)",
+                    unknown[0],
+                )
+        return self
+
+    @property
+    def types(self) -> tuple[MemoryType, ...]:
+        """Every memory type: the built-in ones, then the declared custom ones."""
+        return (*MEMORY_TYPES, *self.custom_types)
+
 
 class OperationsSettings(_Section):
     """How a worker is watched and stopped (docs/operations.md, "Metrics, probes and draining")."""
@@ -403,15 +455,28 @@ class Settings(_Section):
     @model_validator(mode="before")
     @classmethod
     def _apply_extractor(cls, raw: Any) -> Any:
-        return apply_extractor(raw, _prompt_versions) if isinstance(raw, dict) else raw
+        if not isinstance(raw, dict):
+            return raw
+        return apply_extractor(raw, lambda: _prompt_versions(raw))
 
 
-def _prompt_versions() -> dict[str, str]:
-    """The code's prompt version per memory type (imports the extractors: asked only to check a
-    pin, so a window worker's settings do not load them)."""
+def _prompt_versions(raw: Mapping[str, Any]) -> dict[str, str]:
+    """The code's prompt version per memory type, and each well-formed custom declaration's in
+    `raw` (imports the extractors: asked only to check a pin, so a window worker's settings do
+    not load them). A bad declaration is left out here: its own validation names the problem."""
+    from handlers.extraction.custom import custom_prompt_version
     from handlers.extraction.registry import EXTRACTORS
 
-    return {name: make().prompt_version for name, make in EXTRACTORS.items()}
+    versions = {name: make().prompt_version for name, make in EXTRACTORS.items()}
+    memory = raw.get("memory")
+    declared = memory.get("custom_types") if isinstance(memory, dict) else None
+    for name, value in (declared if isinstance(declared, dict) else {}).items():
+        try:
+            declaration = CustomTypeDeclaration.model_validate(value)
+        except ValidationError:
+            continue
+        versions[str(name)] = custom_prompt_version(str(name), declaration)
+    return versions
 
 
 @dataclass(frozen=True)
@@ -427,7 +492,7 @@ def extractor_identity(settings: Settings) -> ExtractorIdentity:
     """The extractor in use: its name, and a digest of the settings it decides with (not of
     addresses or keys: the same extractor on another endpoint is the same extractor)."""
     from handlers import consolidation_prompt
-    from handlers.extraction.registry import EXTRACTORS
+    from handlers.extraction.registry import extractor_for
     from handlers.reconcile_prompt import BATCH_PROMPT_VERSION, PROMPT_VERSION
 
     reconcile = settings.memory.reconcile
@@ -436,7 +501,10 @@ def extractor_identity(settings: Settings) -> ExtractorIdentity:
         "llm_model": settings.llm.model,
         "temperature": settings.llm.temperature,
         "max_answer_tokens": settings.llm.max_tokens,
-        "prompt_versions": {name: EXTRACTORS[name]().prompt_version for name in enabled},
+        "prompt_versions": {
+            name: extractor_for(name, settings.memory.custom_types).prompt_version
+            for name in enabled
+        },
         "turns_per_call": settings.limits.extraction_turns_per_call,
         "max_memories_per_extraction": settings.limits.max_memories_per_extraction,
         "reconcile": reconcile.model_dump(mode="json"),
@@ -568,8 +636,12 @@ def _describe(exc: ValidationError, path: Path, environ: Mapping[str, str]) -> s
     lines = [f"invalid configuration ({path} and environment):"]
     for error in exc.errors():
         location = tuple(str(part) for part in error["loc"])
+        value = error.get("input")
+        problem = (error.get("ctx") or {}).get("error")
+        if isinstance(problem, SettingProblem):
+            location, value = problem.path, problem.value
         where = ".".join(location)
         variable = variables.get(location[:3]) or variables.get(location[:2])
         hint = f" (environment variable {variable} if set)" if variable else ""
-        lines.append(f"  {where}: {error['msg']} (got {error.get('input')!r}){hint}")
+        lines.append(f"  {where}: {error['msg']} (got {value!r}){hint}")
     return "\n".join(lines)

@@ -34,7 +34,7 @@ import copy
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -105,7 +105,10 @@ def apply_extractor(
     declared = raw.get("extractors") or {}
     if not isinstance(declared, dict):
         raise ValueError(f"extractors must be a mapping of names, got {type(declared).__name__}")
-    extractors = {key: declaration(key, value, prompt_versions) for key, value in declared.items()}
+    types = (*MEMORY_TYPES, *_custom_type_names(raw))
+    extractors = {
+        key: declaration(key, value, prompt_versions, types) for key, value in declared.items()
+    }
     if name not in extractors and name != DEFAULT_EXTRACTOR:
         known = ", ".join(extractors) or "none"
         raise ValueError(f"extractor {name!r} is not declared under extractors (declared: {known})")
@@ -122,10 +125,21 @@ def apply_extractor(
     return result
 
 
+def _custom_type_names(raw: Mapping[str, Any]) -> list[str]:
+    """The custom memory types `raw` declares (`memory.custom_types`), as named."""
+    memory = raw.get("memory")
+    declared = memory.get("custom_types") if isinstance(memory, dict) else None
+    return [str(name) for name in declared] if isinstance(declared, dict) else []
+
+
 def declaration(
-    name: Any, value: Any, prompt_versions: Callable[[], Mapping[str, str]]
+    name: Any,
+    value: Any,
+    prompt_versions: Callable[[], Mapping[str, str]],
+    known_types: Sequence[str] = MEMORY_TYPES,
 ) -> ExtractorSettings:
-    """The extractor declared as `name: value`, checked (ValueError naming the field)."""
+    """The extractor declared as `name: value`, checked (ValueError naming the field): its
+    memory types among `known_types`, its pinned prompts the code's."""
     if not isinstance(name, str) or re.fullmatch(NAME_PATTERN, name) is None:
         raise ValueError(f"extractors: {name!r} is not a name (letters, digits, . _ -; up to 64)")
     try:
@@ -136,6 +150,12 @@ def declaration(
             for error in exc.errors()
         )
         raise ValueError(problems) from None
+    unknown = [kind for kind in extractor.enabled or () if kind not in known_types]
+    if unknown:
+        raise ValueError(
+            f"extractors.{name}.enabled: unknown memory type {', '.join(map(repr, unknown))}; "
+            f"the memory types are {', '.join(known_types)}"
+        )
     code = prompt_versions() if extractor.prompt_versions else {}
     for memory_type, version in extractor.prompt_versions.items():
         if memory_type not in code:
@@ -154,17 +174,11 @@ def declaration(
 
 
 def memory_types_named(value: Any) -> Any:
-    """A list of memory types as settings give it (a list, or a comma-separated string), every
-    name checked; other values are left to the field's own validation."""
+    """A list of memory types as settings give it (a list, or a comma-separated string); which
+    names are known is checked where the custom types are known too (`MemorySettings`,
+    `declaration`). Other values are left to the field's own validation."""
     if isinstance(value, str):
-        value = tuple(part.strip() for part in value.split(",") if part.strip())
-    if isinstance(value, list | tuple):
-        unknown = [str(name) for name in value if name not in MEMORY_TYPES]
-        if unknown:
-            raise ValueError(
-                f"unknown memory type {', '.join(map(repr, unknown))}; "
-                f"the memory types are {', '.join(MEMORY_TYPES)}"
-            )
+        return tuple(part.strip() for part in value.split(",") if part.strip())
     return value
 
 

@@ -51,13 +51,14 @@ async def consolidate(
     llm: ChatModel,
     embedded: Callable[[Sequence[str]], Awaitable[list[tuple[float, ...]]]],
     threshold: float,
+    adds_only: bool,
     attempts: int,
     max_answer_bytes: int,
     provenance: Provenance,
 ) -> MemoriesConsolidated | None:
     """The record answering `request` for this type; None when the request is not for this
     type (`enabled`: whether the type's extraction is on, for a request naming no type) or is
-    answered already."""
+    answered already. A type that only adds (`adds_only`) has no cluster to consolidate."""
     if memory_type not in requested_types(request, [memory_type] if enabled else []):
         return None
     event_id = consolidation_result_id(request.event_id, memory_type)
@@ -65,7 +66,9 @@ async def consolidate(
         return None
     what = f"consolidation {request.event_id} of {memory_type}"
     current = (await known(request.user_id)).values()
-    clusters = clusters_of(current, user_id=request.user_id, threshold=threshold)
+    clusters = (
+        [] if adds_only else clusters_of(current, user_id=request.user_id, threshold=threshold)
+    )
 
     async def ask(cluster: Cluster, calls: int) -> tuple[Verdict | None, list[ChatAnswer]]:
         asking = partial(

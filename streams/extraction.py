@@ -249,6 +249,7 @@ class ExtractionStage:
             llm=self.llm,
             embedded=self._embedded,
             threshold=self.models.thresholds.cluster,
+            adds_only=self.models.adds_only,
             attempts=self.settings.llm_attempts,
             max_answer_bytes=self.settings.extraction_limits.max_answer_bytes,
             provenance=self._provenance(None),
@@ -378,6 +379,7 @@ class ExtractionStage:
             provenance=stamp,
             thresholds=self.models.thresholds,
             ask=ask,
+            adds_only=self.models.adds_only,
         )
         for note in result.notes:
             log.info("%s: %s", what, note)

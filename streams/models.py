@@ -41,6 +41,9 @@ class MemoryModels:
     extractor: str | None = None
     """The named extractor these models belong to, and its digest (recorded in provenance)."""
     extractor_digest: str | None = None
+    adds_only: bool = False
+    """Whether every new memory of the type is added, never reconciled with the user's (a
+    custom type declared `reconcile: false`); consolidation then finds no cluster either."""
 
 
 class BoundedChat:

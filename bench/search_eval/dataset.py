@@ -19,14 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-from events.memories import MemoryType
+from events.memories import MEMORY_TYPES, MemoryType
 from handlers.rendering import Language, detect_language
 from projections.vectors import pack_vector
 
 DEFAULT_DATA = Path(__file__).with_name("data.json")
-MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 ASSISTANT = "assistant"
 CREATED = datetime(2026, 4, 30, 12, 0, tzinfo=UTC)
 

@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.search_eval.dataset import MEMORY_TYPES, LabelledSet, documents
+from bench.search_eval.dataset import LabelledSet, documents
 from bench.search_eval.definitions import Fusion
 from bench.search_eval.pipeline import InMemoryReadModel, query_vector, ranked_ids, stored_vectors
 from bench.search_eval.reference import reference_search
 from bench.search_eval.scoring import Scores, first_rank, percentile, scores
+from events.memories import MEMORY_TYPES
 from handlers.ports import Embedder
 from handlers.rendering import Language
 from handlers.search import VECTOR_WEIGHT, SearchMode

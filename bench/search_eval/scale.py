@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.search_eval.dataset import CREATED, MEMORY_TYPES, LabelledSet
+from bench.search_eval.dataset import CREATED, LabelledSet
 from bench.search_eval.pipeline import InMemoryReadModel
 from bench.search_eval.reference import Result, reference_search
 from bench.search_eval.scoring import percentile
-from events.memories import MemoryType
+from events.memories import MEMORY_TYPES, MemoryType
 from handlers.cross_lingual import LOCAL_MODEL
 from handlers.search import Filters, KeywordIndex, SearchMode, ranked
 from memstream.sdk.search_index import UserIndex

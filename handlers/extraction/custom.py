@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
@@ -137,6 +138,15 @@ def draft_schema(declaration: CustomTypeDeclaration) -> type[BaseModel]:
     """The pydantic model one memory of the LLM's answer must fit: `subject` (optional: the
     current user), `text` and the declared fields, with their types, choices and whether they
     are required. Fields the declaration does not name are ignored, as the built-in drafts do."""
+    model: type[BaseModel] = create_model(
+        "CustomMemoryDraft",
+        __config__=ConfigDict(extra="ignore"),
+        **_field_definitions(declaration),
+    )
+    return model
+
+
+def _field_definitions(declaration: CustomTypeDeclaration) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "subject": (str | None, Field(default=None, max_length=200)),
         "text": (str, Field(min_length=1, max_length=2_000)),
@@ -154,10 +164,26 @@ def draft_schema(declaration: CustomTypeDeclaration) -> type[BaseModel]:
             fields[name] = (kind, Field(**limits))
         else:
             fields[name] = (kind | None, Field(default=None, **limits))
+    return fields
+
+
+def saved_attributes(
+    declaration: CustomTypeDeclaration, attributes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The attributes of a memory of the type saved directly, checked against its declared
+    fields: the required ones present, each of its type, no other field (the application's
+    code, unlike an LLM, can be held to the declaration). Raises `pydantic.ValidationError`
+    naming the field; fields left out or None are not stored."""
+    fields: dict[str, Any] = {
+        name: definition
+        for name, definition in _field_definitions(declaration).items()
+        if name not in RESERVED_FIELDS
+    }
     model: type[BaseModel] = create_model(
-        "CustomMemoryDraft", __config__=ConfigDict(extra="ignore"), **fields
+        "CustomMemoryAttributes", __config__=ConfigDict(extra="forbid"), **fields
     )
-    return model
+    checked = model.model_validate(dict(attributes)).model_dump()
+    return {name: value for name, value in checked.items() if value is not None}
 
 
 def declaration_digest(declaration: CustomTypeDeclaration) -> str:

@@ -25,6 +25,7 @@ from handlers.identity import Refused
 from handlers.messages import InvalidMessageError
 from memstream.api.keys import InvalidKey, RateLimited
 from memstream.sdk.client import MemoryNotFound
+from memstream.sdk.memory_types import UnknownMemoryType
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -104,6 +105,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(MemoryNotFound)
     async def memory_not_found(request: Request, exc: MemoryNotFound) -> Response:
         return problem(request, 404, "memory-not-found", str(exc))
+
+    @app.exception_handler(UnknownMemoryType)
+    async def unknown_memory_type(request: Request, exc: UnknownMemoryType) -> Response:
+        return problem(request, 422, "unknown-memory-type", str(exc))
 
     @app.exception_handler(InvalidMessageError)
     async def invalid_message(request: Request, exc: InvalidMessageError) -> Response:

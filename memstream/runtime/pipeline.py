@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from events.memories import MEMORY_TYPES
 from memstream.config import Settings
 from memstream.runtime.servers import (
     ApacheKafkaBroker,
@@ -360,10 +359,11 @@ class Pipeline:
 def pipeline_stages(settings: Settings) -> list[str]:
     """The stages to run: the window, one stage per memory type, the projector.
 
-    Every memory type has its stage, enabled or not: a type that is not extracted
-    automatically still reconciles the memories the application saves directly.
+    Every memory type has its stage, enabled or not — the built-in ones and the declared custom
+    ones: a type that is not extracted automatically still reconciles the memories the
+    application saves directly.
     """
-    return ["window", *(f"extract:{kind}" for kind in MEMORY_TYPES), "projector"]
+    return ["window", *(f"extract:{kind}" for kind in settings.memory.types), "projector"]
 
 
 @contextmanager

@@ -28,7 +28,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from events.memories import MEMORY_TYPES
 from memstream.config import Settings
 from memstream.runtime.llm_choice import wants_local_llm
 from memstream.runtime.pipeline import pipeline_stages
@@ -87,7 +86,7 @@ async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
     inputs = {
         "window": [topics.turns],
         "projector": [topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
-        **{f"extract:{t}": [topics.snapshots] for t in MEMORY_TYPES},
+        **{f"extract:{t}": [topics.snapshots] for t in settings.memory.types},
     }
     lags: dict[str, dict[str, int | None]] = {}
     options = settings.kafka.client_options()

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 READY_MARKER = "memstream-stage-ready"
 STAGES = ("window", "projector", *(f"extract:{kind}" for kind in MEMORY_TYPES))
+"""The stages every deployment has; a declared custom type adds `extract:<its name>`."""
 
 
 def stream_settings(settings: Settings) -> StreamSettings:
@@ -121,7 +122,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         db = _database(settings)
         return create_projector_app(streams, db, data_key_store(db, settings, clock), clock)
     kind, _, memory_type = stage.partition(":")
-    if kind == "extract" and memory_type in MEMORY_TYPES:
+    if kind == "extract" and memory_type in settings.memory.types:
         from handlers.extraction.registry import extractor_for
         from handlers.reconcile import Thresholds
         from memstream.providers.clients import chat_model, embedder
@@ -131,6 +132,7 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
 
         reconcile = settings.memory.reconcile
         identity = extractor_identity(settings)
+        declared = settings.memory.custom_types.get(memory_type)
         models = MemoryModels(
             llm=chat_model(settings.llm),
             llm_model=settings.llm.model or "",
@@ -144,9 +146,10 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
             questions_per_call=reconcile.questions_per_call,
             extractor=identity.name,
             extractor_digest=identity.digest,
+            adds_only=declared is not None and not declared.reconcile,
         )
         enabled = memory_type in settings.memory.extraction.enabled
-        extractor = extractor_for(memory_type) if enabled else None
+        extractor = extractor_for(memory_type, settings.memory.custom_types) if enabled else None
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
         keys = stage_keys(settings, clock)
@@ -161,7 +164,8 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
             keys=keys,
             budget=_budget(settings, memory_type, clock),
         )
-    raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    known = ["window", "projector", *(f"extract:{kind}" for kind in settings.memory.types)]
+    raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(known)}")
 
 
 def _budget(settings: Settings, memory_type: str, clock: Clock) -> BudgetGate | None:

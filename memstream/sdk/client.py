@@ -36,6 +36,7 @@ from events.saves import MemorySaveRequested
 from events.turns import Principal, SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
 from handlers.erasure_receipts import SDK_REQUESTER, requester, with_progress
+from handlers.extraction.custom import heading_of
 from handlers.identity import resolve_scope, whole_user_erasure
 from handlers.messages import ChatMessage, normalize_messages
 from handlers.ports import Embedder
@@ -43,6 +44,7 @@ from handlers.rendering import detect_language
 from handlers.search import SearchMode
 from memstream.config import Settings
 from memstream.keystore.sealing import ClientKeys
+from memstream.sdk.memory_types import attributes_for, known_types
 from memstream.sdk.producer import EventProducer
 from memstream.sdk.read_model import ReadModel
 from memstream.sdk.results import (
@@ -206,14 +208,15 @@ class MemoryClient:
         the user's snapshots; `saves(user_id)` tells what it did. With `expires_at` (timezone
         aware) the memory version it makes is forgotten then (otherwise the type's retention
         applies, if configured). Invalid content raises `pydantic.ValidationError` before
-        anything is sent.
+        anything is sent, so does a custom type's attribute that breaks its declaration;
+        `UnknownMemoryType` a type neither built in nor declared.
         """
         content = MemoryContent(
             subject=subject,
             owner=owner,
             text=text,
             category=category,
-            attributes=dict(attributes or {}),
+            attributes=attributes_for(self.settings, memory_type, attributes),
         )
         request = MemorySaveRequested(
             event_id=self._new_id(),
@@ -306,8 +309,10 @@ class MemoryClient:
         """The user's erasure receipts, newest first, each with `complete` (every stage that
         must act on the request has left its step; `handlers.erasure_receipts`)."""
         found = await self._read.erasures(self._memory_user(user_id))
-        partitions = self.settings.kafka.partitions
-        return [cast(ErasureReceipt, with_progress(receipt, partitions)) for receipt in found]
+        partitions, types = self.settings.kafka.partitions, len(self.settings.memory.types)
+        return [
+            cast(ErasureReceipt, with_progress(receipt, partitions, types)) for receipt in found
+        ]
 
     async def erasure(self, request_id: str) -> ErasureReceipt | None:
         """One request's receipt, with `complete` (`None`: no step has been projected yet, or
@@ -317,7 +322,8 @@ class MemoryClient:
             return None
         if not self._may_read(found["user_id"]):
             return None
-        return cast(ErasureReceipt, with_progress(found, self.settings.kafka.partitions))
+        partitions, types = self.settings.kafka.partitions, len(self.settings.memory.types)
+        return cast(ErasureReceipt, with_progress(found, partitions, types))
 
     async def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> ErasureReceipt:
         """The request's receipt once it is complete; `TimeoutError` after `timeout` seconds."""
@@ -395,12 +401,12 @@ class MemoryClient:
         `max_calls` calls per type) and merges or supersedes them, in order with the user's
         snapshots and saves: `consolidation_result` tells what it did and what it cost.
         `requested_by` (who) and `reason` (why) are kept with it."""
-        types = tuple(memory_types or self.settings.memory.extraction.enabled)
+        types = known_types(self.settings, memory_types or self.settings.memory.extraction.enabled)
         request = MemoryConsolidationRequested(
             event_id=self._new_id(),
             occurred_at=self._clock(),
             user_id=self._memory_user(user_id),
-            memory_types=tuple(dict.fromkeys(types)),
+            memory_types=types,
             requested_by=requested_by,
             reason=reason,
             max_calls=max_calls,
@@ -517,6 +523,10 @@ class MemoryClient:
             history=history,
             language=detect_language([query, history]),
             max_chars=max_chars,
+            custom_headings={
+                name: heading_of(name, declared)
+                for name, declared in self.settings.memory.custom_types.items()
+            },
         )
 
     async def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Turn]:

@@ -98,3 +98,24 @@ def test_each_memory_opens_with_the_day_it_was_learned() -> None:
         max_chars=500,
     )
     assert "- [2023年5月8日] 用户喜欢咖啡。" in chinese
+
+
+def test_a_custom_type_has_its_declared_heading_after_the_built_in_types() -> None:
+    memories = [
+        ContextMemory("misconception", "The user believes plants eat soil."),
+        ContextMemory("semantic", "The user likes espresso."),
+        ContextMemory("open_ticket", "The user's charger is broken."),
+    ]
+    block = context_block(
+        profile={},
+        memories=memories,
+        history="",
+        language="en",
+        max_chars=2_000,
+        custom_headings={"misconception": "Misconceptions"},
+    )
+    assert block == (
+        "## Facts\n- The user likes espresso.\n\n"
+        "## Misconceptions\n- The user believes plants eat soil.\n\n"
+        "## open_ticket\n- The user's charger is broken."
+    )

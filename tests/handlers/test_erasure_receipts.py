@@ -38,6 +38,11 @@ def test_a_user_request_expects_every_partition_and_every_type_per_partition_and
     assert expected_steps("user", 3) == {"turns": 3, "snapshots": 3, "memories": 16}
 
 
+def test_declared_custom_types_add_their_stages_steps() -> None:
+    assert expected_steps("session", 8, types=6)["memories"] == 6
+    assert expected_steps("user", 3, types=6)["memories"] == 24
+
+
 @pytest.mark.parametrize(
     ("kind", "seen", "complete"),
     [

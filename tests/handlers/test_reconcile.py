@@ -96,6 +96,7 @@ def run(
     ask: ScriptedAsk | None = None,
     memory_type: str = "semantic",
     thresholds: Thresholds = THRESHOLDS,
+    adds_only: bool = False,
 ) -> Reconciliation:
     snap = f.snapshot(occurred_at=f.at(30))
     return asyncio.run(
@@ -107,6 +108,7 @@ def run(
             provenance=f.provenance(),
             thresholds=thresholds,
             ask=ask or ScriptedAsk(),
+            adds_only=adds_only,
         )
     )
 
@@ -404,3 +406,30 @@ def test_evolve_applies_an_update_once_and_ignores_what_it_knows_already() -> No
 def test_thresholds_must_be_ordered_cosines(reinforce: float, ask: float) -> None:
     with pytest.raises(ValueError, match="thresholds"):
         Thresholds(reinforce=reinforce, ask=ask)
+
+
+def test_a_type_that_only_adds_adds_even_a_near_duplicate_without_asking() -> None:
+    existing = known("The user reported a broken charger.")
+    result = run(
+        [
+            new("The user reported a broken charger.", similarity=0.999),
+            new("The user reported a broken charger again.", similarity=0.95),
+        ],
+        [existing],
+        memory_type="open_ticket",
+        adds_only=True,
+    )
+    assert [type(event) for event in result.events] == [MemoryAdded, MemoryAdded]
+    assert {event.memory_type for event in result.events} == {"open_ticket"}
+    assert result.asked == 0
+    assert all("only adds" in note for note in result.notes)
+
+
+def test_a_type_that_only_adds_still_reinforces_a_repeat_in_the_same_source() -> None:
+    result = run(
+        [new("The user reported a broken charger."), new("The user reported a broken charger.")],
+        [],
+        adds_only=True,
+    )
+    first, second = result.events
+    assert isinstance(second, MemoryReinforced) and second.memory_id == first.memory_id
