@@ -80,12 +80,14 @@ def pipeline_factory(
     harnesses: list[PipelineHarness] = []
 
     def start(
-        *, started: bool = True, every_stage: bool = False, **environment: str
+        *, started: bool = True, every_stage: bool = False, config: str = "", **environment: str
     ) -> PipelineHarness:
         """A pipeline with `environment` on top of the test defaults; `started=False` leaves
         its workers to `harness.start()` (e.g. after copying records into its topics);
         `every_stage` runs the extraction stages of the types not enabled too (a session's or
-        a user's erasure waits for them; `tests.support.pipeline.stage_needed`)."""
+        a user's erasure waits for them; `tests.support.pipeline.stage_needed`); `config` is
+        its `project-config.yaml` (e.g. custom memory types: a mapping the environment cannot
+        give)."""
         run = uuid.uuid4().hex[:10]
         harness = PipelineHarness(
             broker=broker,
@@ -95,6 +97,7 @@ def pipeline_factory(
             log_dir=tmp_path / f"logs-{run}",
             environment=environment,
             every_stage=every_stage,
+            config=config,
         )
         harnesses.append(harness)
         return harness.start() if started else harness

@@ -22,6 +22,7 @@ EMPTY_ANSWERS: dict[str, dict[str, Any]] = {
 
 
 def asked(memory_type: str, words: str) -> Callable[[str], bool]:
-    """A matcher for `memory_type`'s extraction prompt about a conversation containing `words`."""
-    opening = OPENINGS[memory_type]
+    """A matcher for `memory_type`'s extraction prompt about a conversation containing `words`
+    (a custom type's prompt opens with its name: `handlers.extraction.custom.system_prompt`)."""
+    opening = OPENINGS.get(memory_type, f'You extract "{memory_type}" memories')
     return lambda text: opening in text and words in text

@@ -61,9 +61,12 @@ class PipelineHarness:
         log_dir: Path,
         environment: dict[str, str],
         every_stage: bool = False,
+        config: str = "",
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        (log_dir / "test-config.yaml").write_text("# settings come from the environment\n")
+        (log_dir / "test-config.yaml").write_text(
+            config or "# settings come from the environment\n", encoding="utf-8"
+        )
         master_key = log_dir / "master.key"  # every pipeline's data keys are wrapped
         if not master_key.exists():
             write_master_keys(master_key, [new_master_key()])

@@ -1,0 +1,148 @@
+"""Custom memory types through the running pipeline (scripted LLM): a declared type has its own
+stage and consumer group, asks with its own prompt, records its prompt version, reconciles or
+only adds as declared, is searched and laid out by `build_context` under its heading, accepts
+direct saves checked against its fields, and a type added later back-fills from the log's
+snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from memstream.config import Settings
+from memstream.runtime.pipeline import StageProcess
+from memstream.sdk.client import MemoryClient
+from memstream.sdk.memory_types import UnknownMemoryType
+from tests.support.extraction_requests import asked
+from tests.support.pipeline import PipelineHarness, eventually
+
+pytestmark = pytest.mark.integration
+
+TUTOR = """\
+memory:
+  custom_types:
+    misconception:
+      description: A misunderstanding the student has shown about a topic.
+      instructions: Record each misconception the student shows, with its topic.
+      heading: Misconceptions
+      fields:
+        topic: {type: string, required: true}
+        severity: {type: string, choices: [minor, major]}
+    open_ticket:
+      description: A support problem the user reported.
+      instructions: Record each problem the user reports with a product.
+      reconcile: false
+      fields:
+        product: {type: string, required: true}
+"""
+PLANTS = "I think plants get their food from the soil. Also my charger is broken again."
+SOIL = {
+    "memories": [
+        {
+            "text": "The user believes plants get their food from the soil.",
+            "topic": "photosynthesis",
+            "severity": "major",
+        }
+    ]
+}
+CHARGER = {"memories": [{"text": "The user's charger is broken.", "product": "charger"}]}
+
+
+def script(pipeline: PipelineHarness) -> None:
+    pipeline.llm.on(asked("misconception", "plants get their food"), SOIL)
+    pipeline.llm.on(asked("open_ticket", "charger is broken"), CHARGER)
+
+
+def said(pipeline: PipelineHarness, user: str, session: str, text: str) -> None:
+    pipeline.record(user, session, [{"role": "user", "content": text}])
+    pipeline.flush(user, session)
+
+
+def client_call(settings: Settings, call: Any) -> Any:
+    async def run() -> Any:
+        async with MemoryClient(settings) as client:
+            return await call(client)
+
+    return asyncio.run(run())
+
+
+def test_a_declared_type_extracts_reconciles_searches_and_saves_as_declared(
+    pipeline_factory: Any,
+) -> None:
+    pipeline: PipelineHarness = pipeline_factory(
+        config=TUTOR, MEMSTREAM_ENABLED_EXTRACTIONS="misconception,open_ticket"
+    )
+    assert set(pipeline.pipeline.processes) >= {"extract:misconception", "extract:open_ticket"}
+    script(pipeline)
+    said(pipeline, "kai", "s1", PLANTS)
+    memories = eventually(
+        lambda: pipeline.memories(user_id="kai"), lambda m: len(m) == 2, what="two memories"
+    )
+    by_type = {m["memory_type"]: m for m in memories}
+    soil = by_type["misconception"]
+    assert soil["attributes"] == {"topic": "photosynthesis", "severity": "major"}
+    assert by_type["open_ticket"]["attributes"] == {"product": "charger"}
+    assert soil["provenance"]["prompt_version"].startswith("custom-1/misconception/")
+
+    said(pipeline, "kai", "s2", PLANTS)  # said again: one type reconciles, the other only adds
+    eventually(
+        lambda: pipeline.snapshots(user_id="kai", session_id="s2"),
+        lambda s: len(s) == 1 and len(s[0].get("extractions", {})) == 2,
+        what="the second snapshot extracted by both types",
+    )
+    memories = pipeline.memories(user_id="kai")
+    assert sum(m["memory_type"] == "misconception" for m in memories) == 1
+    assert sum(m["memory_type"] == "open_ticket" for m in memories) == 2
+    (soil,) = [m for m in memories if m["memory_type"] == "misconception"]
+    assert soil["reinforcement_count"] >= 1
+
+    settings = pipeline.settings
+    found = client_call(
+        settings, lambda c: c.search("kai", "plants and soil", types=["misconception"])
+    )
+    assert [m["memory_type"] for m in found] == ["misconception"]
+    block = client_call(settings, lambda c: c.build_context("kai", "what does kai get wrong?"))
+    assert "## Misconceptions\n" in block
+    assert "## Open ticket\n" in block  # no heading declared: from the name
+
+    with pytest.raises(ValidationError, match="product"):
+        client_call(settings, lambda c: c.save("kai", "open_ticket", "The user's fan is noisy."))
+    with pytest.raises(UnknownMemoryType):
+        client_call(settings, lambda c: c.save("kai", "tickets", "The user's fan is noisy."))
+    pipeline.save("kai", "open_ticket", "The user's fan is noisy.", attributes={"product": "fan"})
+    eventually(
+        lambda: pipeline.memories(user_id="kai", memory_type="open_ticket"),
+        lambda m: len(m) == 3,
+        what="the saved ticket",
+    )
+
+
+def test_a_type_added_later_back_fills_from_the_logs_snapshots(pipeline_factory: Any) -> None:
+    pipeline: PipelineHarness = pipeline_factory(
+        config=TUTOR, MEMSTREAM_ENABLED_EXTRACTIONS="misconception"
+    )
+    assert "extract:open_ticket" not in pipeline.pipeline.processes
+    script(pipeline)
+    said(pipeline, "lea", "s1", PLANTS)
+    eventually(
+        lambda: pipeline.snapshots(user_id="lea"),
+        lambda s: len(s) == 1 and set(s[0].get("extractions", {})) == {"misconception"},
+        what="the snapshot extracted by the type enabled then",
+    )
+    environment = {
+        **pipeline.pipeline.processes["extract:misconception"].environment,
+        "MEMSTREAM_ENABLED_EXTRACTIONS": "misconception,open_ticket",
+    }
+    added = StageProcess("extract:open_ticket", environment, pipeline.log_dir)
+    pipeline.pipeline.processes[added.stage] = added  # stopped with the pipeline
+    added.start()
+    pipeline.pipeline.wait_ready(stages=[added.stage])
+    (ticket,) = eventually(
+        lambda: pipeline.memories(user_id="lea", memory_type="open_ticket"),
+        lambda m: len(m) == 1,
+        what="the ticket of the snapshot promoted before its type was added",
+    )
+    assert ticket["attributes"] == {"product": "charger"}
