@@ -66,6 +66,46 @@ def test_kills_llm_faults_and_malformed_input_lose_and_double_nothing(
     assert summary["dead_letters"] >= 200
 
 
+NOTE_TYPE = """\
+memory:
+  custom_types:
+    note:
+      description: A lasting fact about the user worth remembering.
+      instructions: Record each fact the user states about themselves.
+"""
+"""A custom type for the fault run: its memories are the workload's statements, reconciled."""
+
+
+def test_a_custom_type_under_kills_llm_faults_and_malformed_input_loses_and_doubles_nothing(
+    broker: Any, mongo: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    only_on_the_durable_broker(request.config, broker.flavour, ON_APACHE_ONLY)
+    workload = generate(SEED + 3, users=6, sessions_per_user=3, garbled_sessions=1)
+    malformed = bad.generate(SEED + 3, 50)
+    outcome = run_faults(
+        broker=broker,
+        mongo_uri=mongo.uri,
+        log_dir=tmp_path,
+        seed=SEED + 3,
+        workload=workload,
+        malformed=malformed,
+        faults=[
+            faults.kill_stage("extract:note"),
+            faults.llm_garbage(6),
+            faults.kill_after_result_sent("note"),
+            faults.kill_after_projecting_a_result(),
+        ],
+        produce_seconds=20,
+        settle_timeout=240,
+        memory_type="note",
+        config=NOTE_TYPE,
+    )
+    assert_nothing_lost_or_doubled(outcome)
+    summary = outcome.summary()
+    assert summary["kills_survived"] == 3 and summary["outages_survived"] == 1
+    assert summary["dead_letters"] >= 50
+
+
 def test_two_workers_per_stage_killed_added_and_removed_under_load_lose_and_double_nothing(
     broker: Any, mongo: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

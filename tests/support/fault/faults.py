@@ -22,7 +22,8 @@ from tests.support.scripted_llm import HTTPFailure, ScriptedLLM
 log = logging.getLogger(__name__)
 
 BUSY_STAGES = ("window", "extract:semantic", "projector")
-"""The stages with work in a fault run (only semantic extraction is enabled)."""
+"""The stages with work in a fault run of the semantic type (the only type enabled); a run of a
+custom type has its own extraction stage instead (`Target.busy_stages`)."""
 READY_TIMEOUT = 240.0
 
 
@@ -42,6 +43,13 @@ class Target:
     retired: set[str] = field(default_factory=set)
     """Stages whose first worker was killed for good (a second worker carries them)."""
     log: list[dict[str, Any]] = field(default_factory=list)
+    memory_type: str = "semantic"
+    """The one memory type the run extracts (a built-in one, or a declared custom one)."""
+
+    @property
+    def busy_stages(self) -> tuple[str, ...]:
+        """The stages with work: the window, the memory type's extraction, the projector."""
+        return ("window", f"extract:{self.memory_type}", "projector")
 
     def record(self, kind: str, **details: Any) -> None:
         entry = {"fault": kind, "at": round(time.monotonic(), 1), **details}
@@ -73,7 +81,7 @@ def kill_any_worker() -> Fault:
     its partitions move to the others meanwhile, and back."""
 
     def fault(target: Target) -> None:
-        workers = [target.harness.pipeline.processes[stage] for stage in BUSY_STAGES]
+        workers = [target.harness.pipeline.processes[stage] for stage in target.busy_stages]
         workers += [extra for extra in target.extra_workers if extra.running]
         chosen = target.rng.choice(workers)
         if chosen is target.harness.pipeline.processes[chosen.stage]:
@@ -90,7 +98,7 @@ def add_worker(stage: str | None = None) -> Fault:
     """Another worker joins a busy stage under load (a rebalance)."""
 
     def fault(target: Target) -> None:
-        chosen = stage or target.rng.choice(BUSY_STAGES)
+        chosen = stage or target.rng.choice(target.busy_stages)
         extra = start_worker(target, chosen)
         target.record("rebalance", stage=chosen, added=extra.log_path.name)
 
@@ -102,7 +110,7 @@ def remove_worker(stage: str | None = None) -> Fault:
     operator scaling in would stop it; a rebalance)."""
 
     def fault(target: Target) -> None:
-        running = [e for e in target.extra_workers if e.running and e.stage in BUSY_STAGES]
+        running = [e for e in target.extra_workers if e.running and e.stage in target.busy_stages]
         if stage is not None:
             running = [e for e in running if e.stage == stage]
         if not running:
@@ -159,9 +167,10 @@ def kill_at(stage: str, point: str, wait: float = 90.0) -> Fault:
     return fault
 
 
-def kill_after_result_sent() -> Fault:
-    """The semantic extractor killed between writing an extraction result and its progress."""
-    return kill_at("extract:semantic", "extraction.after_result_sent")
+def kill_after_result_sent(memory_type: str = "semantic") -> Fault:
+    """A memory type's extractor killed between writing an extraction result and its
+    progress."""
+    return kill_at(f"extract:{memory_type}", "extraction.after_result_sent")
 
 
 def kill_after_projecting_a_result() -> Fault:
@@ -176,7 +185,7 @@ def second_worker_then_kill(stage: str | None = None, overlap: float = 10.0) -> 
     started again only by a later fault, if any)."""
 
     def fault(target: Target) -> None:
-        chosen = stage or target.rng.choice(BUSY_STAGES)
+        chosen = stage or target.rng.choice(target.busy_stages)
         harness = target.harness
         start_worker(target, chosen)
         time.sleep(overlap)

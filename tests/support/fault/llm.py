@@ -1,6 +1,7 @@
 """The scripted LLM's answers for a fault run: deterministic per snapshot, faulty on demand.
 
-* an **extraction** request is answered with the facts of the workload's contents found in its
+* an **extraction** request (of the run's memory type: semantic, or a custom type whose memories
+  are the same statements) is answered with the facts of the workload's contents found in its
   conversation, in order (the same snapshot always gets the same answer, so a re-extraction
   after a crash could not tell);
 * a **reconcile** question (one, or a batch) is answered UPDATE for each new memory that is the
@@ -28,7 +29,8 @@ _LINE = re.compile(r"^\[[^\]]+\]: (?P<content>.*)$")
 class WorkloadLLM:
     """Answers chat requests for one workload; install it on a `ScriptedLLM` with `install`."""
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, memory_type: str = "semantic") -> None:
+        self.memory_type = memory_type
         self.statements = workload.statements
         self.links = workload.links
         self.garbling = False
@@ -40,7 +42,8 @@ class WorkloadLLM:
             self.reconcile,
             scope="last_user",
         )
-        llm.on(lambda text: OPENINGS["semantic"] in text, self.extract)
+        opening = OPENINGS.get(self.memory_type, f'You extract "{self.memory_type}" memories')
+        llm.on(lambda text: opening in text, self.extract)
 
     def extract(self, request: dict[str, Any]) -> str:
         messages = request.get("messages", [])
@@ -49,7 +52,10 @@ class WorkloadLLM:
         if GARBLE_MARKER in conversation or (self.garbling and not retry):
             self.garbage_answers += 1
             return GARBAGE
-        return json.dumps({"facts": [fact(s) for s in self.facts_in(conversation)]})
+        found = self.facts_in(conversation)
+        if self.memory_type != "semantic":  # a custom type's memory: its subject and text
+            return json.dumps({"memories": [{"subject": "the user", "text": s} for s in found]})
+        return json.dumps({"facts": [fact(s) for s in found]})
 
     def facts_in(self, conversation: str) -> list[str]:
         found: list[str] = []

@@ -61,7 +61,12 @@ class Verdict:
 
 
 def judge(
-    workload: Workload, malformed: list[Malformed], observed: Observed, *, turns_topic: str
+    workload: Workload,
+    malformed: list[Malformed],
+    observed: Observed,
+    *,
+    turns_topic: str,
+    memory_type: str = "semantic",
 ) -> Verdict:
     verdict = Verdict()
     users = set(workload.users)
@@ -73,9 +78,11 @@ def judge(
     }
     verdict.wrong += [f"snapshots or memories of {user}, not in the workload" for user in strangers]
     _judge_turns(workload, snapshots, observed.turns, verdict)
-    garbled = _judge_extractions(workload, snapshots, observed.results, verdict)
+    garbled = _judge_extractions(workload, snapshots, observed.results, verdict, memory_type)
     _judge_memories(workload, observed, verdict)
-    _judge_dead_letters(malformed, garbled, observed.dead_letters, turns_topic, verdict)
+    _judge_dead_letters(
+        malformed, garbled, observed.dead_letters, turns_topic, verdict, f"extract-{memory_type}"
+    )
     return verdict
 
 
@@ -109,12 +116,13 @@ def _judge_extractions(
     snapshots: list[Document],
     results: list[tuple[str, bytes]],
     verdict: Verdict,
+    memory_type: str,
 ) -> set[str]:
     """Checks every snapshot's extraction; returns the ids of the garbled sessions' snapshots."""
     garbled_sessions = {(s.user_id, s.session_id) for s in workload.sessions if s.garbled}
     garbled: set[str] = set()
     for snapshot in snapshots:
-        extraction = (snapshot.get("extractions") or {}).get("semantic")
+        extraction = (snapshot.get("extractions") or {}).get(memory_type)
         if extraction is None:
             verdict.lost.append(f"snapshot {snapshot['_id']} was never extracted")
             continue
@@ -199,6 +207,7 @@ def _judge_dead_letters(
     dead_letters: list[Document],
     turns_topic: str,
     verdict: Verdict,
+    stage: str,
 ) -> None:
     by_id = {d["_id"]: d for d in dead_letters}
     explained: set[str] = set()
@@ -218,7 +227,7 @@ def _judge_dead_letters(
         if letter["_id"] in explained:
             continue
         snapshot_id = _snapshot_of(letter)
-        if letter.get("stage") == "extract-semantic" and snapshot_id in garbled:
+        if letter.get("stage") == stage and snapshot_id in garbled:
             failed[snapshot_id] += 1
             continue
         verdict.wrong.append(

@@ -26,7 +26,7 @@ from pymongo.errors import PyMongoError
 from events.codec import encode
 from events.snapshots import SnapshotExtracted
 from events.turns import SessionFlushRequested, TurnRecorded
-from tests.support.fault.faults import BUSY_STAGES, Fault, Target, start_worker
+from tests.support.fault.faults import Fault, Target, start_worker
 from tests.support.fault.llm import WorkloadLLM
 from tests.support.fault.malformed import Malformed
 from tests.support.fault.oracle import Observed, Verdict, judge
@@ -104,7 +104,13 @@ class FaultRun:
             raise self._producer_error
         observed = self.settle(settle_timeout)
         topic = self.target.harness.settings.kafka.topics.turns
-        verdict = judge(self.workload, self.malformed, observed, turns_topic=topic)
+        verdict = judge(
+            self.workload,
+            self.malformed,
+            observed,
+            turns_topic=topic,
+            memory_type=self.target.memory_type,
+        )
         return Outcome(
             verdict,
             time.monotonic() - started,
@@ -215,7 +221,8 @@ class FaultRun:
             users = set(self.workload.users)
             mine = [s for s in last.snapshots if s.get("user_id") in users]
             held = sum(len(s.get("turn_ids") or []) for s in mine)
-            extracted = all("semantic" in (s.get("extractions") or {}) for s in mine)
+            memory_type = self.target.memory_type
+            extracted = all(memory_type in (s.get("extractions") or {}) for s in mine)
             if held >= turns and extracted and len(last.dead_letters) >= len(self.malformed):
                 time.sleep(5)
                 self.watch()
@@ -309,13 +316,16 @@ def run_faults(
     database: Any = None,
     own_broker: bool = False,
     workers_per_stage: int = 1,
+    memory_type: str = "semantic",
+    config: str = "",
 ) -> Outcome:
     """Start a pipeline (fresh topics, groups and database) with a scripted LLM answering for
     `workload` and `workers_per_stage` workers of each busy stage, play `faults` at seeded
-    moments while producing, judge the end state."""
+    moments while producing, judge the end state. The run extracts `memory_type` only (a
+    custom type is declared in `config`, the project configuration)."""
     rng = random.Random(seed)
     with ScriptedLLM() as llm:
-        answers = WorkloadLLM(workload)
+        answers = WorkloadLLM(workload, memory_type)
         answers.install(llm)
         run = uuid.uuid4().hex[:10]
         harness = PipelineHarness(
@@ -324,13 +334,23 @@ def run_faults(
             llm=llm,
             run_id=run,
             log_dir=log_dir / f"logs-{run}",
-            environment=reconcile_environment(),
+            environment={
+                **reconcile_environment(),
+                "MEMSTREAM_ENABLED_EXTRACTIONS": memory_type,
+            },
+            config=config,
         ).start()
         target = Target(
-            harness, llm, answers, rng, database=database, broker=broker if own_broker else None
+            harness,
+            llm,
+            answers,
+            rng,
+            database=database,
+            broker=broker if own_broker else None,
+            memory_type=memory_type,
         )
         try:
-            for stage in BUSY_STAGES:
+            for stage in target.busy_stages:
                 for _ in range(workers_per_stage - 1):
                     start_worker(target, stage)
             schedule = spread(rng, faults, produce_seconds)
