@@ -35,8 +35,9 @@ def register(commands: Any) -> None:
     consolidate.add_argument(
         "--types",
         nargs="+",
-        choices=MEMORY_TYPES,
-        help="the memory types (default: every enabled type)",
+        metavar="TYPE",
+        help=f"the memory types: {', '.join(MEMORY_TYPES)} or a declared custom type "
+        "(default: every enabled type)",
     )
     consolidate.add_argument(
         "--max-calls",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstream.config import ConfigError, Settings, load_settings
+from memstream.sdk.memory_types import UnknownMemoryType
 
 if TYPE_CHECKING:
     from memstream.api.serving import ApiServer
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.run(args)
         return code
     except ConfigError as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+    except UnknownMemoryType as exc:  # a --type the configuration does not declare
         print(f"memstream: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ from typing import Any
 
 from events.memories import MEMORY_TYPES
 from memstream.cli.settings import settings_with_a_database
+from memstream.sdk.memory_types import known_types
 
 HIDDEN = ("embedding", "_id")
 """Fields not printed: vectors are long and useless on a terminal."""
@@ -26,7 +27,11 @@ def register(commands: Any) -> None:
     """Add the memory reading commands to the `memstream` parser's subcommands."""
     memories = commands.add_parser("memories", help="a user's current memories")
     _common(memories)
-    memories.add_argument("--type", choices=MEMORY_TYPES, help="only this memory type")
+    memories.add_argument(
+        "--type",
+        metavar="TYPE",
+        help=f"only this memory type ({', '.join(MEMORY_TYPES)} or a declared custom type)",
+    )
     memories.add_argument("--all-versions", action="store_true", help="superseded ones too")
     memories.set_defaults(run=_memories)
 
@@ -68,6 +73,8 @@ def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[Any]]) -> An
 
 
 def _memories(args: argparse.Namespace) -> int:
+    if args.type is not None:
+        known_types(settings_with_a_database(), [args.type])
     found = _read(
         args,
         lambda client: client.memories(args.user, memory_type=args.type, history=args.all_versions),

@@ -7,6 +7,7 @@ snapshots."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from memstream.config import Settings
 from memstream.runtime.pipeline import StageProcess
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.memory_types import UnknownMemoryType
+from tests.memstream.cli.test_memories import memstream
 from tests.support.extraction_requests import asked
 from tests.support.pipeline import PipelineHarness, eventually
 
@@ -118,6 +120,15 @@ def test_a_declared_type_extracts_reconciles_searches_and_saves_as_declared(
         lambda m: len(m) == 3,
         what="the saved ticket",
     )
+
+    listed = memstream(pipeline, "memories", "--user", "kai", "--type", "misconception", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["memory_type"] for line in listed.stdout.splitlines()] == [
+        "misconception"
+    ]
+    refused = memstream(pipeline, "memories", "--user", "kai", "--type", "tickets")
+    assert refused.returncode == 2
+    assert "unknown memory type 'tickets'" in refused.stderr
 
 
 def test_a_type_added_later_back_fills_from_the_logs_snapshots(pipeline_factory: Any) -> None:
