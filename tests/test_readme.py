@@ -153,6 +153,39 @@ def test_the_consolidation_example_merges_two_alike_memories(pipeline_factory: A
     assert left == f"[{rex!r}]"
 
 
+@pytest.mark.integration
+def test_the_custom_type_example_finds_a_misconception_searches_it_and_gives_it_a_section(
+    pipeline_factory: Any,
+) -> None:
+    pipeline: PipelineHarness = pipeline_factory(
+        config=documented_example("custom-types-config", "yaml"),
+        MEMSTREAM_ENABLED_EXTRACTIONS="semantic,episodic,misconception",
+    )
+    believed = {
+        "text": "The user believes heavier objects fall faster.",
+        "topic": "gravity",
+        "correction": "Without air resistance all objects fall at the same rate.",
+        "severity": "major",
+    }
+    pipeline.llm.on('You extract "misconception" memories', {"memories": [believed]})
+    pipeline.llm.on("You extract facts", {"facts": []})
+    pipeline.llm.on("You write the episodes", {"episodes": []})
+    result = subprocess.run(
+        [sys.executable, "-c", documented_example("custom-types")],
+        env={**os.environ, **pipeline.environment},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    found, headings = result.stdout.splitlines()
+    attributes = {key: value for key, value in believed.items() if key != "text"}
+    assert found == f"{believed['text']} {attributes}"
+    assert headings == "['## Misconceptions']"
+    (request,) = [r for r in pipeline.llm.chat_requests if "misconception" in str(r["messages"])]
+    assert "The moon makes its own light" in request["messages"][0]["content"]  # the example
+
+
 def assert_worker_gets_ready_and_stops(
     argv: list[str], environment: dict[str, str], line: str
 ) -> None:
