@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
@@ -50,6 +51,8 @@ INDEXES: dict[str, list[IndexModel]] = {
             [("user_id", ASCENDING), ("status", ASCENDING), ("reinforcement_count", DESCENDING)]
         ),
         IndexModel([("status", ASCENDING), ("superseded_by.at", ASCENDING)]),
+        # Which memory types the read model holds (`memory_types_held`): a scan of the types.
+        IndexModel([("memory_type", ASCENDING)]),
     ],
     MEMORY_EVENTS: [
         IndexModel([("memory_id", ASCENDING), ("occurred_at", ASCENDING)]),
@@ -95,3 +98,10 @@ def ensure_indexes(db: Db) -> None:
                 db[collection].drop_index(name)
     for collection, indexes in INDEXES.items():
         db[collection].create_indexes(indexes)
+
+
+def memory_types_held(db: Db, besides: Collection[str]) -> list[str]:
+    """The memory types the read model holds memories of, other than `besides` (a distinct scan
+    of the `memory_type` index: as many steps as types, not as memories)."""
+    found = db[MEMORIES].distinct("memory_type", {"memory_type": {"$nin": list(besides)}})
+    return sorted(str(name) for name in found)

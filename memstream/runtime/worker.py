@@ -227,7 +227,9 @@ def with_topics(settings: Settings) -> Settings:
 def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     """Run one stage until SIGTERM/SIGINT; prints a ready marker once partitions are assigned.
     A broker that refuses this worker's settings (credentials, certificate) ends it with
-    `KafkaAccessError`; one that cannot be reached yet is waited for."""
+    `KafkaAccessError`; one that cannot be reached yet is waited for. The projector first
+    refuses a read model holding memories of a type no longer declared
+    (`memstream.runtime.declared_types`)."""
     import asyncio
 
     from streams.kafka_security import wait_for_broker
@@ -235,6 +237,10 @@ def run_stage(settings: Settings, stage: str, loglevel: str = "info") -> None:
     kafka = settings.kafka
     if kafka.bootstrap_servers:
         asyncio.run(wait_for_broker(kafka.bootstrap_servers, kafka.security, log=log))
+    if stage == "projector" and settings.mongodb.uri:
+        from memstream.runtime.declared_types import refuse_undeclared_types
+
+        asyncio.run(refuse_undeclared_types(_database(settings), settings))
     app = build_stage(with_topics(settings), stage)
     watch(app, settings, stage)
     announced = False

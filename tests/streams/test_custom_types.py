@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -157,3 +160,25 @@ def test_a_type_added_later_back_fills_from_the_logs_snapshots(pipeline_factory:
         what="the ticket of the snapshot promoted before its type was added",
     )
     assert ticket["attributes"] == {"product": "charger"}
+
+
+def test_the_projector_refuses_a_read_model_holding_memories_of_an_undeclared_type(
+    pipeline_factory: Any,
+) -> None:
+    pipeline: PipelineHarness = pipeline_factory(
+        started=False, config=TUTOR, MEMSTREAM_ENABLED_EXTRACTIONS="misconception"
+    )
+    for memory_type in ("misconception", "homework", "semantic"):  # homework: declared no more
+        pipeline.db["memories"].insert_one(
+            {"memory_id": memory_type, "version": 1, "memory_type": memory_type, "user_id": "zed"}
+        )
+    worker = subprocess.run(
+        [sys.executable, "-m", "memstream", "worker", "--stage", "projector"],
+        env={**os.environ, **pipeline.environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert worker.returncode == 2, worker.stderr
+    assert "memory type 'homework', which the configuration does not declare" in worker.stderr
+    assert "misconception" not in worker.stderr.split("declare it again")[0]
