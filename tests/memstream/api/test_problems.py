@@ -31,3 +31,12 @@ def test_any_other_unexpected_error_is_a_500_naming_only_its_type() -> None:
     answer = app_raising(RuntimeError("secret detail")).get("/fail")
     assert answer.status_code == 500
     assert "secret" not in answer.text and "RuntimeError" in answer.text
+
+
+def test_an_unknown_memory_type_is_a_422_naming_the_known_ones() -> None:
+    from memstream.sdk.memory_types import UnknownMemoryType
+
+    answer = app_raising(UnknownMemoryType("unknown memory type 'tickets'; the ...")).get("/fail")
+    assert answer.status_code == 422
+    assert answer.json()["type"].endswith("unknown-memory-type")
+    assert "'tickets'" in answer.json()["detail"]
