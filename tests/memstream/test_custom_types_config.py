@@ -7,26 +7,9 @@ from pathlib import Path
 import pytest
 
 from memstream.config import ConfigError, extractor_identity, load_settings
+from tests.support.custom_types import TUTOR as TYPES
 
-TUTOR = """\
-memory:
-  custom_types:
-    misconception:
-      description: A misunderstanding the student has shown about a topic.
-      instructions: Record each misconception the student shows, with its topic.
-      heading: Misconceptions
-      fields:
-        topic: {type: string, required: true, description: the topic}
-        severity: {type: string, choices: [minor, major]}
-    open_ticket:
-      description: A support problem the user reported that is not solved yet.
-      instructions: Record each problem the user reports with a product.
-      reconcile: false
-      fields:
-        product: {type: string, required: true}
-  extraction:
-    enabled: [semantic, misconception, open_ticket]
-"""
+TUTOR = TYPES + "  extraction:\n    enabled: [semantic, misconception, open_ticket]\n"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -84,8 +67,8 @@ def test_retention_of_an_undeclared_type_is_refused(tmp_path: Path) -> None:
         ("    open_ticket:\n", "    semantic:\n", "is a built-in memory type"),
         ("    open_ticket:\n", "    Open-Ticket:\n", "memory.custom_types.Open-Ticket"),
         (
-            "{type: string, required: true}",
-            "{type: text}",
+            "product: {type: string, required: true}",
+            "product: {type: text}",
             "custom_types.open_ticket.fields.product.type",
         ),
         (
@@ -123,7 +106,8 @@ def test_a_named_extractor_may_enable_a_declared_type_and_pin_its_prompt(tmp_pat
     pinned = custom_prompt_version("misconception", settings.memory.custom_types["misconception"])
     text = (
         TUTOR
-        + f"extractor: tutor\nextractors:\n  tutor:\n    enabled: [misconception]\n    prompt_versions: {{misconception: {pinned}}}\n"
+        + "extractor: tutor\nextractors:\n  tutor:\n    enabled: [misconception]\n"
+        + f"    prompt_versions: {{misconception: {pinned}}}\n"
     )
     chosen = load_settings(write(tmp_path, text), {})
     assert chosen.memory.extraction.enabled == ("misconception",)

@@ -21,28 +21,12 @@ from memstream.runtime.pipeline import StageProcess
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.memory_types import UnknownMemoryType
 from tests.memstream.cli.test_memories import memstream
+from tests.support.custom_types import TUTOR
 from tests.support.extraction_requests import asked
 from tests.support.pipeline import PipelineHarness, eventually
 
 pytestmark = pytest.mark.integration
 
-TUTOR = """\
-memory:
-  custom_types:
-    misconception:
-      description: A misunderstanding the student has shown about a topic.
-      instructions: Record each misconception the student shows, with its topic.
-      heading: Misconceptions
-      fields:
-        topic: {type: string, required: true}
-        severity: {type: string, choices: [minor, major]}
-    open_ticket:
-      description: A support problem the user reported.
-      instructions: Record each problem the user reports with a product.
-      reconcile: false
-      fields:
-        product: {type: string, required: true}
-"""
 PLANTS = "I think plants get their food from the soil. Also my charger is broken again."
 SOIL = {
     "memories": [
