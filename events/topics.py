@@ -7,9 +7,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Topics:
-    """The pipeline's topics; `prefix` lets tests and tenants run side by side on one cluster."""
+    """The pipeline's topics; `prefix` lets tests and tenants run side by side on one cluster.
+
+    `results_prefix` (None: `prefix`) names the topics the memory types' stages write — the
+    memories and the dead letters — apart from those they read: a shadow extractor reads the live
+    turns and snapshots and writes its own results (docs/architecture.md, "Re-extraction")."""
 
     prefix: str = "memstream."
+    results_prefix: str | None = None
 
     @property
     def turns(self) -> str:
@@ -26,12 +31,12 @@ class Topics:
     def memories(self) -> str:
         """SnapshotExtracted, MemorySaved, MemoryRolledBack, MemoriesConsolidated (and 0.1's
         standalone memory events) — keyed by user."""
-        return f"{self.prefix}memories"
+        return f"{self.results_prefix or self.prefix}memories"
 
     @property
     def dead_letters(self) -> str:
         """InputDeadLettered — keyed by the original record's key."""
-        return f"{self.prefix}dead-letters"
+        return f"{self.results_prefix or self.prefix}dead-letters"
 
     def all(self) -> tuple[str, ...]:
         return (self.turns, self.snapshots, self.memories, self.dead_letters)

@@ -105,6 +105,11 @@ class _Section(BaseModel):
 class KafkaSettings(_Section):
     bootstrap_servers: str | None = None
     topic_prefix: str = Field(default="memstream.", pattern=r"^[A-Za-z0-9._-]*$", max_length=100)
+    results_topic_prefix: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]*$", max_length=150
+    )
+    """The prefix of the topics the stages write (memories, dead letters); unset:
+    `topic_prefix`. A shadow extractor's own (`memstream reextract`)."""
     partitions: int = Field(default=16, ge=1, le=1024)
     """Partitions of every topic, made once: how many workers of one stage can share its work
     (a worker per partition at most). Adding partitions later would move users away from
@@ -146,7 +151,7 @@ class KafkaSettings(_Section):
 
     @property
     def topics(self) -> Topics:
-        return Topics(self.topic_prefix)
+        return Topics(self.topic_prefix, self.results_topic_prefix)
 
     @model_validator(mode="after")
     def _complete_login(self) -> KafkaSettings:
@@ -195,6 +200,15 @@ class KafkaSettings(_Section):
 class MongoSettings(_Section):
     uri: str | None = None
     database: str = Field(default="memstream", pattern=r"^[A-Za-z0-9_-]{1,60}$")
+    """The read model's database."""
+    keys_database: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,60}$")
+    """The data keys' database (`memstream.keystore`); unset: the read model's. A shadow read
+    model (`memstream reextract`) keeps the live one's keys: one log, one key store."""
+
+    @property
+    def keys_database_name(self) -> str:
+        """Where the data keys are: `keys_database`, else the read model's database."""
+        return self.keys_database or self.database
 
 
 class LLMSettings(_Section):
@@ -519,6 +533,7 @@ def extractor_identity(settings: Settings) -> ExtractorIdentity:
 _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "KAFKA_BOOTSTRAP_SERVERS": ("kafka", "bootstrap_servers"),
     "MEMSTREAM_TOPIC_PREFIX": ("kafka", "topic_prefix"),
+    "MEMSTREAM_RESULTS_TOPIC_PREFIX": ("kafka", "results_topic_prefix"),
     "MEMSTREAM_PARTITIONS": ("kafka", "partitions"),
     "MEMSTREAM_GROUP_PREFIX": ("kafka", "group_prefix"),
     "MEMSTREAM_SESSION_TIMEOUT": ("kafka", "session_timeout_seconds"),
@@ -538,6 +553,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "KAFKA_SSL_CHECK_HOSTNAME": ("kafka", "ssl_check_hostname"),
     "MONGODB_URI": ("mongodb", "uri"),
     "MONGODB_DATABASE": ("mongodb", "database"),
+    "MEMSTREAM_KEYS_DATABASE": ("mongodb", "keys_database"),
     "OPENAI_BASE_URL": ("llm", "base_url"),
     "OPENAI_API_KEY": ("llm", "api_key"),
     "MEMSTREAM_LLM_MODEL": ("llm", "model"),

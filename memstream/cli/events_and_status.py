@@ -210,7 +210,7 @@ def _replay(args: argparse.Namespace) -> int:
                 return 1
         else:
             keys = StoreKeyRing(
-                data_key_store(client[settings.mongodb.database], settings, utc_now)
+                data_key_store(client[settings.mongodb.keys_database_name], settings, utc_now)
             )
             events = kafka_events(
                 settings.kafka,

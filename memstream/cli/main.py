@@ -107,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     from memstream.cli.forgetting import register as register_forget
     from memstream.cli.master_keys import register as register_master_key
     from memstream.cli.memories import register as register_memory_commands
+    from memstream.cli.reextract import register as register_reextract
     from memstream.cli.rollback import register as register_rollback
 
     register(commands)
@@ -117,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     register_memory_commands(commands)
     register_rollback(commands)
     register_consolidate(commands)
+    register_reextract(commands)
     return parser
 
 

@@ -67,7 +67,7 @@ def _store(settings: Settings) -> Any:
     if not settings.mongodb.uri:
         raise SystemExit("memstream: MONGODB_URI is not set (is `memstream up` running?)")
     client: MongoClient[dict[str, Any]] = MongoClient(settings.mongodb.uri, tz_aware=True)
-    return data_key_store(client[settings.mongodb.database], settings, utc_now)
+    return data_key_store(client[settings.mongodb.keys_database_name], settings, utc_now)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ class ClientKeys:
                     "(is `memstream up` running? or set MEMSTREAM_SEAL_CONTENT=false)"
                 )
             self._client = MongoClient(uri, tz_aware=True, socketTimeoutMS=30_000)
-            database = self._client[self._settings.mongodb.database]
+            database = self._client[self._settings.mongodb.keys_database_name]
             store = data_key_store(database, self._settings, self._clock)
             self._ring = StoreKeyRing(store)
         return self._ring

@@ -120,7 +120,8 @@ def build_stage(settings: Settings, stage: str) -> faust.App:
         if not settings.mongodb.uri:
             raise ValueError("MONGODB_URI is not set (memstream up sets it for workers)")
         db = _database(settings)
-        return create_projector_app(streams, db, data_key_store(db, settings, clock), clock)
+        data_keys = data_key_store(_database(settings, keys=True), settings, clock)
+        return create_projector_app(streams, db, data_keys, clock)
     kind, _, memory_type = stage.partition(":")
     if kind == "extract" and memory_type in settings.memory.types:
         from handlers.extraction.registry import extractor_for
@@ -185,14 +186,16 @@ def _budget(settings: Settings, memory_type: str, clock: Clock) -> BudgetGate | 
     )
 
 
-def _database(settings: Settings) -> Database[dict[str, Any]]:
+def _database(settings: Settings, *, keys: bool = False) -> Database[dict[str, Any]]:
+    """The read model's database, or with `keys` the data keys' (often the same one)."""
     from pymongo import MongoClient
 
     # A bounded socket timeout turns a hung operation into a retried NetworkTimeout.
     client: MongoClient[dict[str, Any]] = MongoClient(
         settings.mongodb.uri, tz_aware=True, socketTimeoutMS=30_000
     )
-    return client[settings.mongodb.database]
+    mongodb = settings.mongodb
+    return client[mongodb.keys_database_name if keys else mongodb.database]
 
 
 def stage_keys(settings: Settings, clock: Clock) -> StageKeys:
@@ -206,7 +209,7 @@ def stage_keys(settings: Settings, clock: Clock) -> StageKeys:
                 "(memstream up sets it for workers; or set MEMSTREAM_SEAL_CONTENT=false)"
             )
         return StageKeys()
-    store = data_key_store(_database(settings), settings, clock)
+    store = data_key_store(_database(settings, keys=True), settings, clock)
     return StageKeys(StoreKeyRing(store), seal=settings.memory.seal_content)
 
 

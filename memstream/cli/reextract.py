@@ -1,0 +1,157 @@
+"""`memstream reextract --extractor NAME --into SHADOW`: the snapshots of the live log extracted
+again by another named extractor, into a shadow read model (`memstream.runtime.shadow`).
+
+Runs beside a live deployment (with `up`'s exports: its broker and database): starts the
+shadow's extraction stages and projector as workers (and the local LLM, when the extractor names
+no endpoint), shows how many of the snapshots in the log when it started have been extracted,
+waits until the shadow's projector has read every result, stops the workers and prints what the
+re-extraction did and cost. Stopped half-way (Ctrl-C, a crash), it goes on from where it was
+when run again: the shadow's consumer groups keep their offsets, and a snapshot already
+extracted into the shadow is not extracted again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import asdict
+from typing import Any
+
+from memstream.cli.settings import settings_with_a_database
+from memstream.config import Settings
+
+DEFAULT_TIMEOUT_SECONDS = 24 * 3600.0
+POLL_SECONDS = 1.0
+
+
+def register(commands: Any) -> None:
+    """Add `reextract` to the `memstream` parser's subcommands."""
+    reextract = commands.add_parser(
+        "reextract", help="extract the log's snapshots again with another extractor, apart"
+    )
+    reextract.add_argument("--extractor", required=True, help="a name under `extractors:`")
+    reextract.add_argument("--into", required=True, help="the shadow's name (its database)")
+    reextract.add_argument("--json", action="store_true", help="print the result as JSON")
+    reextract.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        help="give up after this many seconds (the shadow keeps what it did)",
+    )
+    reextract.set_defaults(run=_reextract)
+
+
+def _reextract(args: argparse.Namespace) -> int:
+    from memstream.runtime.llm_choice import local_llm
+    from memstream.runtime.pipeline import Pipeline, configured, prepare_topics
+    from memstream.runtime.shadow import ShadowRefused, shadow_environment, shadow_stages
+    from memstream.runtime.topics import topic_partitions
+
+    live = settings_with_a_database()
+    if not live.kafka.bootstrap_servers:
+        raise SystemExit(
+            "memstream: KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)"
+        )
+    try:
+        environment = shadow_environment(live, args.into, args.extractor)
+    except ShadowRefused as exc:
+        raise SystemExit(f"memstream: {exc}") from None
+    log_dir = live.data_dir / "shadows" / args.into
+    shadow = configured(live, environment)
+    with local_llm(shadow, log_dir) as llm:
+        environment.update(llm.environment)
+        shadow = configured(live, environment)
+        partitions = topic_partitions(shadow.kafka, prepare_topics(shadow))
+        if partitions != shadow.kafka.partitions:
+            environment["MEMSTREAM_PARTITIONS"] = str(partitions)
+            shadow = configured(live, environment)
+        stages = shadow_stages(shadow)
+        started = time.monotonic()
+        with Pipeline(stages, environment, log_dir):
+            finished = _follow(shadow, stages, started + args.timeout)
+        seconds = time.monotonic() - started
+    result = _result(shadow, args.extractor, finished, seconds)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for line in _summary(result):
+            print(line)
+    return 0 if finished else 1
+
+
+def _follow(shadow: Settings, stages: list[str], deadline: float) -> bool:
+    """Show the extraction's progress until every stage has read the snapshots that were in the
+    log at the start and the projector every result they wrote; False at the deadline."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from memstream.runtime.shadow import end_offsets, reached
+    from memstream.runtime.worker import stream_settings
+
+    kafka, groups = shadow.kafka, stream_settings(shadow)
+    extractors = [stage for stage in stages if stage.startswith("extract:")]
+    snapshots = asyncio.run(end_offsets(kafka, kafka.topics.snapshots))
+    total = sum(snapshots.values()) * len(extractors)
+
+    async def extracted() -> int:
+        found = [
+            reached(kafka, groups.group(stage.replace(":", "-")), kafka.topics.snapshots, snapshots)
+            for stage in extractors
+        ]
+        return sum(await asyncio.gather(*found))
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("records of the snapshots topic read", total=total or 1)
+        while (done := asyncio.run(extracted())) < total:
+            bar.update(task, completed=done)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+        bar.update(task, completed=total or 1)
+        results = asyncio.run(end_offsets(kafka, kafka.topics.memories))
+        projector = groups.group("projector")
+        wanted = sum(results.values())
+        while asyncio.run(reached(kafka, projector, kafka.topics.memories, results)) < wanted:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+    return True
+
+
+def _result(shadow: Settings, extractor: str, finished: bool, seconds: float) -> dict[str, Any]:
+    from pymongo import MongoClient
+
+    from memstream.runtime.shadow import extraction_costs
+
+    client: MongoClient[dict[str, Any]] = MongoClient(shadow.mongodb.uri, tz_aware=True)
+    try:
+        db = client[shadow.mongodb.database]
+        costs = extraction_costs(db, shadow.memory.extraction.enabled)
+        memories = db["memories"].count_documents({"status": "current"})
+    finally:
+        client.close()
+    return {
+        "shadow": shadow.mongodb.database,
+        "extractor": extractor,
+        "finished": finished,
+        "seconds": round(seconds, 1),
+        "current_memories": memories,
+        "types": [asdict(cost) for cost in costs],
+    }
+
+
+def _summary(result: dict[str, Any]) -> list[str]:
+    state = "done" if result["finished"] else "stopped at the timeout (run it again to go on)"
+    lines = [
+        f"shadow {result['shadow']} (extractor {result['extractor']}): {state} in "
+        f"{result['seconds']:.0f} s, {result['current_memories']} current memories"
+    ]
+    for cost in result["types"]:
+        lines.append(
+            f"{cost['memory_type']}: {cost['snapshots']} snapshots ({cost['failed']} failed), "
+            f"{cost['calls']} LLM calls, {cost['prompt_tokens']} prompt + "
+            f"{cost['completion_tokens']} completion tokens"
+        )
+    return lines

@@ -1,0 +1,143 @@
+"""A shadow extractor: another named extractor run over the live log into a read model of its own
+(docs/architecture.md, "Re-extraction").
+
+A shadow named NAME is the live deployment seen through a few settings (`shadow_environment`):
+
+* its memory types' stages and its projector join consumer groups of their own
+  (`<group prefix>shadow-NAME-…`), so they read the live snapshots topic from its start without
+  moving the live stages' offsets;
+* they write their own results topics (`<topic prefix>shadow.NAME.memories`, `….dead-letters`)
+  and their own read-model database (NAME): the live read model is never written;
+* they keep the live data keys (`mongodb.keys_database`): one log, one key store, so sealed
+  snapshots open as they do live, and what was forgotten (its keys destroyed) stays forgotten;
+* the stages decide with the chosen extractor (`extractor`).
+
+The shadow's projector reads the live turns and snapshots topics and its own results, so the
+shadow is a whole read model, built by the same code, ids and ordering rules as the live one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pymongo.database import Database
+
+from memstream.config import KafkaSettings, Settings
+from memstream.extractors import DEFAULT_EXTRACTOR
+
+SHADOW_NAME = r"^[A-Za-z0-9_-]{1,40}$"
+"""A shadow's name: its read model's database, a part of its topics' and groups' names."""
+
+
+class ShadowRefused(ValueError):
+    """The shadow cannot be made as asked (its name, its extractor); nothing was started."""
+
+
+def shadow_environment(settings: Settings, name: str, extractor: str) -> dict[str, str]:
+    """The environment that turns the live `settings` into the shadow NAME's (module doc)."""
+    if re.fullmatch(SHADOW_NAME, name) is None:
+        raise ShadowRefused(f"{name!r} is not a shadow name (letters, digits, _ and -; up to 40)")
+    mongodb = settings.mongodb
+    if name in (mongodb.database, mongodb.keys_database_name):
+        raise ShadowRefused(
+            f"{name!r} is the live deployment's database: a shadow needs a database of its own"
+        )
+    if extractor != DEFAULT_EXTRACTOR and extractor not in settings.extractors:
+        declared = ", ".join(settings.extractors) or "none"
+        raise ShadowRefused(
+            f"extractor {extractor!r} is not declared under extractors (declared: {declared})"
+        )
+    kafka = settings.kafka
+    return {
+        "MEMSTREAM_EXTRACTOR": extractor,
+        "MONGODB_DATABASE": name,
+        "MEMSTREAM_KEYS_DATABASE": mongodb.keys_database_name,
+        "MEMSTREAM_GROUP_PREFIX": f"{kafka.group_prefix}shadow-{name}-",
+        "MEMSTREAM_RESULTS_TOPIC_PREFIX": f"{kafka.topic_prefix}shadow.{name}.",
+    }
+
+
+def shadow_stages(shadow: Settings) -> list[str]:
+    """The shadow's workers: the extraction stage of each type its extractor enables, and its
+    projector (no window: the live window promotes the snapshots both read)."""
+    return [*(f"extract:{kind}" for kind in shadow.memory.extraction.enabled), "projector"]
+
+
+async def end_offsets(kafka: KafkaSettings, topic: str) -> dict[int, int]:
+    """Each partition's end offset of `topic` now."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(kafka.partitions)]
+        ends = await consumer.end_offsets(partitions)
+        return {tp.partition: int(offset) for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def reached(kafka: KafkaSettings, group: str, topic: str, targets: Mapping[int, int]) -> int:
+    """How many of the records before `targets` (per partition) `group` has committed past."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        done = 0
+        for partition, target in targets.items():
+            committed = await consumer.committed(TopicPartition(topic, partition))
+            done += min(committed or 0, target)
+        return done
+    finally:
+        await consumer.stop()
+
+
+@dataclass(frozen=True)
+class TypeCost:
+    """What one memory type's re-extraction did and cost, from the shadow's read model."""
+
+    memory_type: str
+    snapshots: int
+    failed: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def extraction_costs(db: Database[dict[str, Any]], types: Sequence[str]) -> list[TypeCost]:
+    """Per type: the snapshots extracted (and failed), the LLM calls and tokens they took."""
+    costs = []
+    for memory_type in types:
+        slot = f"extractions.{memory_type}"
+        found = list(
+            db["snapshots"].aggregate(
+                [
+                    {"$match": {slot: {"$exists": True}}},
+                    {
+                        "$group": {
+                            "_id": None,
+                            "snapshots": {"$sum": 1},
+                            "failed": {
+                                "$sum": {"$cond": [{"$ifNull": [f"${slot}.failure", False]}, 1, 0]}
+                            },
+                            "calls": {"$sum": f"${slot}.usage.calls"},
+                            "prompt_tokens": {"$sum": f"${slot}.usage.prompt_tokens"},
+                            "completion_tokens": {"$sum": f"${slot}.usage.completion_tokens"},
+                        }
+                    },
+                ]
+            )
+        )
+        totals = found[0] if found else {}
+        costs.append(
+            TypeCost(
+                memory_type,
+                int(totals.get("snapshots", 0)),
+                int(totals.get("failed", 0)),
+                int(totals.get("calls", 0)),
+                int(totals.get("prompt_tokens", 0)),
+                int(totals.get("completion_tokens", 0)),
+            )
+        )
+    return costs

@@ -1,0 +1,112 @@
+"""`memstream reextract`: the live log's snapshots extracted again by another named extractor,
+into a shadow read model — the live read model untouched, the shadow what a pipeline running
+that extractor from the start would have made."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from memstream.cli.replay import COMPARED, differences
+from memstream.config import Settings
+from memstream.runtime.shadow import ShadowRefused, shadow_environment
+from tests.support.pipeline import PipelineHarness, copy_turns, eventually
+
+EXTRACTORS = """\
+extractors:
+  v2:
+    llm_model: shadow-model
+"""
+SAID = "I moved to Lisbon last year and I teach maths at a school there."
+
+
+def fact(statement: str) -> dict[str, Any]:
+    return {
+        "facts": [
+            {
+                "subject": "the user",
+                "statement": statement,
+                "owner": "user",
+                "category": "basic_info",
+                "profile_field": None,
+            }
+        ]
+    }
+
+
+LIVE = fact("The user lives in Lisbon.")
+SHADOW = fact("The user teaches maths at a school in Lisbon.")
+
+
+def by_extractor(body: dict[str, Any]) -> dict[str, Any]:
+    """The live extractor's model finds where the user lives, v2's what the user does."""
+    return SHADOW if body.get("model") == "shadow-model" else LIVE
+
+
+def read_model(pipeline: PipelineHarness, database: str | None = None) -> dict[str, list[Any]]:
+    db = pipeline.db if database is None else pipeline.db.client[database]
+    return {name: sorted(db[name].find(), key=lambda d: str(d["_id"])) for name in COMPARED}
+
+
+@pytest.mark.integration
+def test_reextraction_makes_the_shadow_a_fresh_pipeline_would_and_leaves_live_untouched(
+    pipeline_factory: Any,
+) -> None:
+    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
+    live.llm.on("You extract facts", by_extractor)
+    live.record("tim", "s1", [{"role": "user", "content": SAID}])
+    live.flush("tim", "s1")
+    eventually(lambda: live.memories(user_id="tim"), lambda m: len(m) == 1, what="live memory")
+    before = read_model(live)
+
+    shadow = f"{live.settings.mongodb.database}_v2"
+    run = subprocess.run(
+        [sys.executable, "-m", "memstream", "reextract", "--extractor", "v2", "--into", shadow],
+        env={**os.environ, **live.environment, "MEMSTREAM_DATA_DIR": str(live.log_dir)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    head, semantic = run.stdout.splitlines()
+    assert head.startswith(f"shadow {shadow} (extractor v2): done in ")
+    assert head.endswith(", 1 current memories")
+    assert semantic.startswith("semantic: 1 snapshots (0 failed), 1 LLM calls, ")
+
+    (memory,) = live.db.client[shadow]["memories"].find()
+    assert memory["text"] == "The user teaches maths at a school in Lisbon."
+    assert memory["provenance"]["extractor"] == "v2"
+    assert read_model(live) == before  # the live read model is never written
+
+    fresh: PipelineHarness = pipeline_factory(
+        config=EXTRACTORS, MEMSTREAM_EXTRACTOR="v2", started=False
+    )
+    copy_turns(live, fresh)
+    fresh.start()
+    eventually(lambda: fresh.memories(user_id="tim"), lambda m: len(m) == 1, what="fresh memory")
+    assert differences(fresh.db, live.db.client[shadow]) == []
+
+
+def test_a_shadow_is_refused_the_live_database_and_an_undeclared_extractor() -> None:
+    settings = Settings.model_validate({"extractors": {"v2": {}}})
+    with pytest.raises(ShadowRefused, match="live deployment's database"):
+        shadow_environment(settings, "memstream", "v2")
+    with pytest.raises(ShadowRefused, match="'v3' is not declared"):
+        shadow_environment(settings, "shadow", "v3")
+    with pytest.raises(ShadowRefused, match="not a shadow name"):
+        shadow_environment(settings, "a b", "v2")
+
+
+def test_a_shadow_reads_the_live_log_and_keys_and_writes_its_own_results_and_groups() -> None:
+    settings = Settings.model_validate({"extractors": {"v2": {}}})
+    assert shadow_environment(settings, "trial", "v2") == {
+        "MEMSTREAM_EXTRACTOR": "v2",
+        "MONGODB_DATABASE": "trial",
+        "MEMSTREAM_KEYS_DATABASE": "memstream",
+        "MEMSTREAM_GROUP_PREFIX": "memstream-shadow-trial-",
+        "MEMSTREAM_RESULTS_TOPIC_PREFIX": "memstream.shadow.trial.",
+    }
