@@ -63,6 +63,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from events.base import UtcDatetime
 from events.codec import MAX_EVENT_BYTES
 from events.memories import MEMORY_TYPES, MemoryType
 from events.topics import Topics
@@ -281,6 +282,20 @@ class WindowSettings(_Section):
 class ExtractionSettings(_Section):
     enabled: tuple[MemoryType, ...] = MEMORY_TYPES
     """Types extracted automatically from every snapshot; the others accept direct saves only."""
+    only_users: tuple[str, ...] = ()
+    """Only these users' snapshots, saves, rollbacks and consolidations are decided (empty:
+    every user's): a shadow's selection (`memstream reextract --users`). Forgetting applies to
+    every user whatever this says."""
+    since: UtcDatetime | None = None
+    """Only snapshots and saves that happened at or after this time are decided (a shadow's
+    `--since`)."""
+
+    @field_validator("only_users", mode="before")
+    @classmethod
+    def _user_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @field_validator("enabled", mode="before")
     @classmethod
@@ -580,6 +595,8 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_MAX_LLM_ANSWER_BYTES": ("limits", "max_llm_answer_bytes"),
     "MONGOMEM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
     "MEMSTREAM_ENABLED_EXTRACTIONS": ("memory", "extraction", "enabled"),
+    "MEMSTREAM_EXTRACT_ONLY_USERS": ("memory", "extraction", "only_users"),
+    "MEMSTREAM_EXTRACT_SINCE": ("memory", "extraction", "since"),
     "MEMSTREAM_REINFORCE_THRESHOLD": ("memory", "reconcile", "reinforce_threshold"),
     "MEMSTREAM_ASK_THRESHOLD": ("memory", "reconcile", "ask_threshold"),
     "MEMSTREAM_CONSOLIDATE_THRESHOLD": ("memory", "reconcile", "consolidate_threshold"),

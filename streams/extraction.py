@@ -165,6 +165,8 @@ class ExtractionStage:
         except InvalidRecord as exc:
             await self._dead_letter(record, str(exc))
             return
+        if not self.settings.selection.takes(event):  # a shadow of some users only
+            return
         await self.own.ready(record.partition)
         await self.own.refresh(record.partition)
         if isinstance(event, MemoryForgotten | SessionsForgotten | UserForgotten | MemoryExpired):

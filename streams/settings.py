@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from events.topics import Topics
 from handlers.extraction.base import ExtractionLimits
+from handlers.selection import EVERYTHING, Selection
 from handlers.window import WindowPolicy
 from streams.kafka_security import PLAINTEXT, KafkaSecurity
 
@@ -48,6 +49,8 @@ class StreamSettings:
     """How every Kafka connection of the stage authenticates and encrypts."""
     drain_seconds: float = 20.0
     """At shutdown, how long a memory type's stage lets its records in flight finish."""
+    selection: Selection = EVERYTHING
+    """Which users' snapshots (and since when) the memory types' stages decide."""
 
     @property
     def records_in_flight(self) -> int:

@@ -8,6 +8,10 @@ waits until the shadow's projector has read every result, stops the workers and 
 re-extraction did and cost. Stopped half-way (Ctrl-C, a crash), it goes on from where it was
 when run again: the shadow's consumer groups keep their offsets, and a snapshot already
 extracted into the shadow is not extracted again.
+
+`--users` and `--since` select the snapshots (and saves) extracted; forgetting applies to every
+user. The selection belongs to the shadow: a record it left out is not read again when the
+command is run again with another selection (use another shadow name).
 """
 
 from __future__ import annotations
@@ -33,6 +37,16 @@ def register(commands: Any) -> None:
     )
     reextract.add_argument("--extractor", required=True, help="a name under `extractors:`")
     reextract.add_argument("--into", required=True, help="the shadow's name (its database)")
+    reextract.add_argument(
+        "--users",
+        nargs="+",
+        default=(),
+        metavar="USER",
+        help="only these users' snapshots (default: everyone's)",
+    )
+    reextract.add_argument(
+        "--since", help="only snapshots that happened at or after this ISO time (with its zone)"
+    )
     reextract.add_argument("--json", action="store_true", help="print the result as JSON")
     reextract.add_argument(
         "--timeout",
@@ -58,6 +72,10 @@ def _reextract(args: argparse.Namespace) -> int:
         environment = shadow_environment(live, args.into, args.extractor)
     except ShadowRefused as exc:
         raise SystemExit(f"memstream: {exc}") from None
+    if args.users:
+        environment["MEMSTREAM_EXTRACT_ONLY_USERS"] = ",".join(args.users)
+    if args.since:
+        environment["MEMSTREAM_EXTRACT_SINCE"] = args.since
     log_dir = live.data_dir / "shadows" / args.into
     shadow = configured(live, environment)
     with local_llm(shadow, log_dir) as llm:

@@ -15,6 +15,7 @@ from pymongo.database import Database
 from events.memories import MEMORY_TYPES
 from handlers.extraction.base import ExtractionLimits
 from handlers.key_ring import StoreKeyRing
+from handlers.selection import Selection
 from handlers.topic_shift import TopicShiftPolicy
 from handlers.window import WindowPolicy
 from memstream.config import Settings, extractor_identity
@@ -73,6 +74,10 @@ def stream_settings(settings: Settings) -> StreamSettings:
         expiry_check_interval=timedelta(seconds=settings.memory.expiry_check_interval_seconds),
         security=kafka.security,
         drain_seconds=settings.operations.drain_seconds,
+        selection=Selection(
+            users=frozenset(settings.memory.extraction.only_users),
+            since=settings.memory.extraction.since,
+        ),
     )
 
 

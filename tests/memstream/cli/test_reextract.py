@@ -4,6 +4,7 @@ that extractor from the start would have made."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from memstream.cli.replay import COMPARED, differences
 from memstream.config import Settings
 from memstream.runtime.shadow import ShadowRefused, shadow_environment
+from memstream.sdk.client import MemoryClient
 from tests.support.pipeline import PipelineHarness, copy_turns, eventually
 
 EXTRACTORS = """\
@@ -64,15 +66,7 @@ def test_reextraction_makes_the_shadow_a_fresh_pipeline_would_and_leaves_live_un
     before = read_model(live)
 
     shadow = f"{live.settings.mongodb.database}_v2"
-    run = subprocess.run(
-        [sys.executable, "-m", "memstream", "reextract", "--extractor", "v2", "--into", shadow],
-        env={**os.environ, **live.environment, "MEMSTREAM_DATA_DIR": str(live.log_dir)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    head, semantic = run.stdout.splitlines()
+    head, semantic = reextract(live, shadow)
     assert head.startswith(f"shadow {shadow} (extractor v2): done in ")
     assert head.endswith(", 1 current memories")
     assert semantic.startswith("semantic: 1 snapshots (0 failed), 1 LLM calls, ")
@@ -89,6 +83,50 @@ def test_reextraction_makes_the_shadow_a_fresh_pipeline_would_and_leaves_live_un
     fresh.start()
     eventually(lambda: fresh.memories(user_id="tim"), lambda m: len(m) == 1, what="fresh memory")
     assert differences(fresh.db, live.db.client[shadow]) == []
+
+
+def reextract(live: PipelineHarness, shadow: str, *options: str) -> list[str]:
+    command = ["reextract", "--extractor", "v2", "--into", shadow, *options]
+    run = subprocess.run(
+        [sys.executable, "-m", "memstream", *command],
+        env={**os.environ, **live.environment, "MEMSTREAM_DATA_DIR": str(live.log_dir)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
+@pytest.mark.integration
+def test_a_forgotten_user_stays_forgotten_and_a_selection_extracts_only_its_users(
+    pipeline_factory: Any,
+) -> None:
+    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
+    live.llm.on("You extract facts", by_extractor)
+    for user in ("tim", "ada", "bob"):
+        live.record(user, "s1", [{"role": "user", "content": SAID}])
+        live.flush(user, "s1")
+    eventually(lambda: live.memories(), lambda m: len(m) == 3, what="three live memories")
+
+    async def forget_ada() -> None:
+        async with MemoryClient(live.settings) as client:
+            await client.forget_user("ada", reason="asked")
+
+    asyncio.run(forget_ada())
+    eventually(lambda: live.memories(user_id="ada"), lambda m: m == [], what="ada forgotten")
+
+    everyone = f"{live.settings.mongodb.database}_all"
+    reextract(live, everyone)
+    shadow = live.db.client[everyone]
+    assert sorted(m["user_id"] for m in shadow["memories"].find()) == ["bob", "tim"]
+    assert shadow["turns"].count_documents({"user_id": "ada"}) == 0
+    assert shadow["snapshots"].count_documents({"user_id": "ada"}) == 0
+
+    only_tim = f"{live.settings.mongodb.database}_tim"
+    _, semantic = reextract(live, only_tim, "--users", "tim")
+    assert semantic.startswith("semantic: 1 snapshots (0 failed), 1 LLM calls")
+    assert [m["user_id"] for m in live.db.client[only_tim]["memories"].find()] == ["tim"]
 
 
 def test_a_shadow_is_refused_the_live_database_and_an_undeclared_extractor() -> None:
