@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -61,6 +62,7 @@ def _reextract(args: argparse.Namespace) -> int:
     from memstream.runtime.llm_choice import local_llm
     from memstream.runtime.pipeline import Pipeline, configured, prepare_topics
     from memstream.runtime.shadow import ShadowRefused, shadow_environment, shadow_stages
+    from memstream.runtime.supervisor import ServerGaveUp, StageGaveUp, Supervisor
     from memstream.runtime.topics import topic_partitions
 
     live = settings_with_a_database()
@@ -87,8 +89,13 @@ def _reextract(args: argparse.Namespace) -> int:
             shadow = configured(live, environment)
         stages = shadow_stages(shadow)
         started = time.monotonic()
-        with Pipeline(stages, environment, log_dir):
-            finished = _follow(shadow, stages, started + args.timeout)
+        with Pipeline(stages, environment, log_dir) as pipeline:
+            servers = {"local-llm": llm.server} if llm.server is not None else None
+            supervisor = Supervisor(pipeline, servers=servers)
+            try:
+                finished = _follow(shadow, stages, started + args.timeout, supervisor.check)
+            except (StageGaveUp, ServerGaveUp) as exc:
+                raise SystemExit(f"memstream: {exc} (run it again to go on)") from None
         seconds = time.monotonic() - started
     result = _result(shadow, args.extractor, finished, seconds)
     if args.json:
@@ -99,9 +106,12 @@ def _reextract(args: argparse.Namespace) -> int:
     return 0 if finished else 1
 
 
-def _follow(shadow: Settings, stages: list[str], deadline: float) -> bool:
+def _follow(
+    shadow: Settings, stages: list[str], deadline: float, supervise: Callable[[], None]
+) -> bool:
     """Show the extraction's progress until every stage has read the snapshots that were in the
-    log at the start and the projector every result they wrote; False at the deadline."""
+    log at the start and the projector every result they wrote; False at the deadline. Between
+    looks, `supervise()` restarts a crashed worker (it goes on from its committed offsets)."""
     from rich.console import Console
     from rich.progress import Progress
 
@@ -126,6 +136,7 @@ def _follow(shadow: Settings, stages: list[str], deadline: float) -> bool:
             bar.update(task, completed=done)
             if time.monotonic() > deadline:
                 return False
+            supervise()
             time.sleep(POLL_SECONDS)
         bar.update(task, completed=total or 1)
         results = asyncio.run(end_offsets(kafka, kafka.topics.memories))
@@ -134,6 +145,7 @@ def _follow(shadow: Settings, stages: list[str], deadline: float) -> bool:
         while asyncio.run(reached(kafka, projector, kafka.topics.memories, results)) < wanted:
             if time.monotonic() > deadline:
                 return False
+            supervise()
             time.sleep(POLL_SECONDS)
     return True
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+import psutil
 import pytest
 
 from memstream.cli.replay import COMPARED, differences
@@ -127,6 +128,55 @@ def test_a_forgotten_user_stays_forgotten_and_a_selection_extracts_only_its_user
     _, semantic = reextract(live, only_tim, "--users", "tim")
     assert semantic.startswith("semantic: 1 snapshots (0 failed), 1 LLM calls")
     assert [m["user_id"] for m in live.db.client[only_tim]["memories"].find()] == ["tim"]
+
+
+@pytest.mark.integration
+def test_a_shadow_stage_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(
+    pipeline_factory: Any,
+) -> None:
+    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
+    live.llm.on("You extract facts", by_extractor)
+    users = [f"user{n}" for n in range(6)]
+    for user in users:
+        live.record(user, "s1", [{"role": "user", "content": SAID}])
+        live.flush(user, "s1")
+    eventually(lambda: live.memories(), lambda m: len(m) == len(users), what="live memories")
+    live.llm.latency = 1.0  # the shadow's extractions take a while: time to kill one
+    name = f"{live.settings.mongodb.database}_crash"
+    shadow = live.db.client[name]
+    command = ["reextract", "--extractor", "v2", "--into", name]
+    run = psutil.Popen(
+        [sys.executable, "-m", "memstream", *command],
+        env={
+            **os.environ,
+            **live.environment,
+            "MEMSTREAM_DATA_DIR": str(live.log_dir),
+            "MEMSTREAM_LLM_MAX_IN_FLIGHT": "1",  # one snapshot after the other
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        done_when_killed = eventually(
+            lambda: shadow["snapshots"].count_documents({"extractions.semantic": {"$exists": 1}}),
+            lambda done: done >= 1,
+            what="a first snapshot re-extracted",
+        )
+        (worker,) = [
+            child for child in run.children(recursive=True) if "extract:semantic" in child.cmdline()
+        ]
+        worker.kill()  # SIGKILL mid-run: the supervisor starts it again
+        stdout, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, stderr
+    assert done_when_killed < len(users)  # killed mid-run
+    assert f"semantic: {len(users)} snapshots (0 failed), {len(users)} LLM calls" in stdout
+    memories = list(shadow["memories"].find())
+    assert sorted(m["user_id"] for m in memories) == users  # none lost, none doubled
+    assert shadow["memory_events"].count_documents({}) == len(users)
 
 
 def test_a_shadow_is_refused_the_live_database_and_an_undeclared_extractor() -> None:
