@@ -3,7 +3,8 @@
     .venv/bin/python bench/extraction_eval/run.py --local small            # packaged 0.5B model
     .venv/bin/python bench/extraction_eval/run.py --local large            # packaged 1.5B model
     .venv/bin/python bench/extraction_eval/run.py --base-url URL --model NAME [--api-key KEY]
-        [--type semantic|episodic|procedural|taxonomic|all] [--cases FILE] [--case ID ...]
+        [--type semantic|episodic|procedural|taxonomic|all|custom|<a custom type>] [--cases FILE]
+        [--case ID ...]
         [--tag TAG ...] [--skip-tag TAG ...] [--out report.json] [--timeout 900] [--no-warmup]
     .venv/bin/python bench/extraction_eval/run.py --rescore report.json [--case/--tag/--skip-tag]
 
@@ -40,6 +41,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -60,6 +63,7 @@ from bench.machine import machine
 from events.memories import MEMORY_TYPES
 from events.snapshots import SnapshotPromoted, SnapshotTurn, snapshot_id
 from handlers.extraction.base import extract
+from handlers.extraction.custom import CustomTypeDeclaration
 from handlers.extraction.registry import extractor_for
 from handlers.messages import normalize_messages
 from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
@@ -72,6 +76,17 @@ def cases_file(memory_type: str) -> Path:
 
 
 DEFAULT_CASES = cases_file("semantic")
+CUSTOM_TYPES = Path(__file__).with_name("custom-types.yaml")
+"""The custom memory types held to labelled cases (`--type custom`), declared as a project
+declares them (`memory.custom_types`)."""
+
+
+def custom_types(path: Path = CUSTOM_TYPES) -> dict[str, CustomTypeDeclaration]:
+    """The custom types declared in `path`, each checked as the settings check it."""
+    declared = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {name: CustomTypeDeclaration.model_validate(value) for name, value in declared.items()}
+
+
 USER_ID = "eval-user"
 CLOCK = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
 
@@ -129,7 +144,7 @@ async def run_case(case: Case, llm: ChatModel, attempts: int) -> CaseReport:
     snapshot = snapshot_for(case)
     started = time.perf_counter()
     try:
-        extractor = extractor_for(case.memory_type)
+        extractor = extractor_for(case.memory_type, custom_types())
         outcome = await extract(extractor, snapshot, recorder, attempts=attempts)
         memories = tuple(
             ExtractedMemory(
@@ -249,9 +264,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--type",
-        choices=(*MEMORY_TYPES, "all"),
+        choices=(*MEMORY_TYPES, *custom_types(), "all", "custom"),
         default="semantic",
-        help="memory type to evaluate (default semantic)",
+        help="memory type to evaluate (default semantic; all: the built-in ones; custom: those "
+        "of custom-types.yaml)",
     )
     parser.add_argument("--cases", type=Path, help="labelled cases file (one --type only)")
     parser.add_argument("--case", action="append", default=[], help="only this case id")
@@ -277,9 +293,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.local and (args.base_url or args.model):
         parser.error("--local starts its own server: do not also give --base-url/--model")
-    if args.cases and args.type == "all":
+    if args.cases and args.type in ("all", "custom"):
         parser.error("--cases holds the cases of one memory type: give --type too")
-    if args.out and args.type == "all" and "{type}" not in args.out:
+    if args.out and args.type in ("all", "custom") and "{type}" not in args.out:
         parser.error("--type all writes one report per type: put {type} in the --out path")
     return args
 
@@ -306,7 +322,8 @@ def load_cases(
 
 def selected_cases(args: argparse.Namespace) -> dict[str, list[Case]]:
     """The cases to run, per memory type (case ids of other types are not an error)."""
-    types = MEMORY_TYPES if args.type == "all" else (args.type,)
+    groups = {"all": MEMORY_TYPES, "custom": tuple(custom_types())}
+    types = groups.get(args.type, (args.type,))
     selected: dict[str, list[Case]] = {}
     for memory_type in types:
         path = args.cases or cases_file(memory_type)

@@ -36,12 +36,13 @@ language is scored separately.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from events.memories import MEMORY_TYPES, MemoryType
+from events.memories import MEMORY_TYPE_PATTERN, MEMORY_TYPES, MemoryType
 from handlers.rendering import detect_language
 
 CaseKind = Literal["empty", "single", "multi_speaker"]
@@ -191,10 +192,12 @@ def parse_cases(raw: object, memory_type: str = "semantic") -> list[Case]:
 
 
 def _memory_type(name: str) -> MemoryType:
-    for memory_type in MEMORY_TYPES:
-        if memory_type == name:
-            return memory_type
-    raise CaseFormatError(f"unknown memory type {name!r} (one of {', '.join(MEMORY_TYPES)})")
+    """A built-in type, or a well-formed custom type's name (its extractor is the caller's)."""
+    if name in MEMORY_TYPES or re.fullmatch(MEMORY_TYPE_PATTERN, name):
+        return name
+    raise CaseFormatError(
+        f"unknown memory type {name!r} (one of {', '.join(MEMORY_TYPES)}, or a custom type)"
+    )
 
 
 def _case(item: object, index: int, memory_type: MemoryType) -> Case:

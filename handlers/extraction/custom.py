@@ -36,9 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from events.memories import MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
-from handlers.attribution import canonical_subject, rests_on
+from handlers.attribution import canonical_subject, rests_on, subject_in_statement
 from handlers.extraction.base import InvalidExtraction
-from handlers.extraction.drafts import in_first_person, one_line, validated
+from handlers.extraction.drafts import one_line, third_person_part, validated
 from handlers.extraction.json_answer import items_under
 from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
@@ -235,22 +235,27 @@ class CustomExtractor:
 
     def _memory_from(self, draft: BaseModel, transcript: Transcript) -> MemoryContent | None:
         """One memory, or None when it is a copied message, rests on nothing said about its
-        subject (an invented memory, or an example copied), or is about no one."""
+        subject (an invented memory, or an example copied), or is about no one.
+
+        A text that turns to the first person part-way keeps what it said before
+        (`third_person_part`); one that opens with a participant is about them, whatever the
+        LLM's `subject` says (`subject_in_statement`), as a built-in fact's is."""
         values = draft.model_dump()
-        text = one_line(values.pop("text"))
-        raw_subject = values.pop("subject") or "the user"
-        if not text or in_first_person(text):
+        text = third_person_part(one_line(values.pop("text")))
+        if not text:
             return None  # a quoted message: whose "I" it is cannot be known for sure
+        user, speakers = transcript.user_name, transcript.speaker_names
+        written = values.pop("subject")
+        opening = subject_in_statement(text, user_name=user, speaker_names=speakers)
         try:
             attribution = canonical_subject(
-                raw_subject, user_name=transcript.user_name, speaker_names=transcript.speaker_names
+                opening or written or "the user", user_name=user, speaker_names=speakers
             )
         except ValueError:
             return None
-        user = [transcript.user_name] if transcript.user_name else []
         said = " ".join([text, *(_words(value) for value in values.values())])
         evidence = transcript.evidence_for(attribution.subject, attribution.kind)
-        if not rests_on(said, evidence, names=[*transcript.speaker_names, *user]):
+        if not rests_on(said, evidence, names=[*speakers, *([user] if user else [])]):
             return None
         attributes = {key: value for key, value in values.items() if value is not None}
         return MemoryContent(

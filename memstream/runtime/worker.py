@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import faust
 from pymongo.database import Database
 
-from events.memories import MEMORY_TYPES
 from handlers.extraction.base import ExtractionLimits
 from handlers.key_ring import StoreKeyRing
 from handlers.selection import Selection
@@ -30,8 +29,6 @@ if TYPE_CHECKING:  # the window and the projector never load the extraction stag
 log = logging.getLogger(__name__)
 
 READY_MARKER = "memstream-stage-ready"
-STAGES = ("window", "projector", *(f"extract:{kind}" for kind in MEMORY_TYPES))
-"""The stages every deployment has; a declared custom type adds `extract:<its name>`."""
 
 
 def stream_settings(settings: Settings) -> StreamSettings:

@@ -378,7 +378,19 @@ def test_a_case_may_not_claim_another_type() -> None:
     [case] = parse_cases([valid_case(memory_type="episodic")], "episodic")
     assert case.memory_type == "episodic"
     with pytest.raises(CaseFormatError, match="unknown memory type"):
-        parse_cases([valid_case()], "emotional")
+        parse_cases([valid_case()], "Emotional!")
+    [custom] = parse_cases([valid_case(memory_type="emotional")], "emotional")  # a custom type
+    assert custom.memory_type == "emotional"
+
+
+def test_the_custom_types_cases_load_against_their_declarations() -> None:
+    from bench.extraction_eval.run import cases_file, custom_types, load_cases
+
+    for memory_type in custom_types():
+        cases = load_cases(cases_file(memory_type), memory_type=memory_type)
+        held_out = [case for case in cases if "held-out" in case.tags]
+        assert len(cases) == 12 and len(held_out) == 4
+        assert {case.language for case in held_out} == {"en", "zh"}
 
 
 @pytest.mark.parametrize(

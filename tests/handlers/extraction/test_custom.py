@@ -192,3 +192,33 @@ def test_a_bad_declaration_is_refused_naming_the_field(
     with pytest.raises(ValidationError) as info:
         misconception(**overrides)
     assert named in str(info.value)
+
+
+def test_a_text_turning_to_the_first_person_keeps_what_it_said_before() -> None:
+    router = snapshot(
+        turns=[{"content": "My router drops the wifi every evening and I have to restart it."}]
+    )
+    tickets = CustomExtractor("misconception", misconception())
+    (found,) = tickets.parse(
+        answer(
+            {
+                "text": "The user's router drops the wifi every evening and I have to restart it.",
+                "topic": "router",
+            }
+        ),
+        router,
+    )
+    assert found.text == "The user's router drops the wifi every evening."
+
+
+def test_a_text_opening_with_a_speaker_is_theirs_whatever_the_subject_field_says() -> None:
+    talk = snapshot(
+        turns=[
+            {"content": "I'm only here with my colleague."},
+            {"role": "assistant", "name": "Priya", "content": "My badge scanner stopped working."},
+        ]
+    )
+    (found,) = EXTRACTOR.parse(
+        answer({"text": "Priya's badge scanner stopped working.", "topic": "scanner"}), talk
+    )
+    assert (found.subject, found.owner) == ("Priya", "user")
