@@ -93,14 +93,19 @@ CLOCK = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
 
 @dataclass
 class RecordingChatModel:
-    """Passes requests to `inner` and keeps every raw answer (for failure reports)."""
+    """Passes requests to `inner` and keeps every raw answer (for failure reports) and the
+    tokens the endpoint counted."""
 
     inner: ChatModel
     answers: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     async def complete_json(self, messages: Sequence[dict[str, str]]) -> ChatAnswer:
         answer = await self.inner.complete_json(messages)
         self.answers.append(answer.text)
+        self.prompt_tokens += answer.prompt_tokens
+        self.completion_tokens += answer.completion_tokens
         return answer
 
 
@@ -111,6 +116,8 @@ class CaseReport:
     run: CaseRun
     answers: tuple[str, ...]
     score: CaseScore
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 def snapshot_for(case: Case) -> SnapshotPromoted:
@@ -171,7 +178,13 @@ async def run_case(case: Case, llm: ChatModel, attempts: int) -> CaseReport:
             attempts=len(recorder.answers) + 1,
             failure=f"LLM unavailable: {exc}",
         )
-    return CaseReport(run=run, answers=tuple(recorder.answers), score=score_case(case, run))
+    return CaseReport(
+        run=run,
+        answers=tuple(recorder.answers),
+        score=score_case(case, run),
+        prompt_tokens=recorder.prompt_tokens,
+        completion_tokens=recorder.completion_tokens,
+    )
 
 
 async def warm_up(llm: ChatModel) -> None:
@@ -246,6 +259,8 @@ def report_json(
                 "attempts": report.run.attempts,
                 "failure": report.run.failure,
                 "answers": list(report.answers),
+                "prompt_tokens": report.prompt_tokens,
+                "completion_tokens": report.completion_tokens,
                 "memories": [asdict(memory) for memory in report.run.memories],
                 "score": asdict(report.score),
             }

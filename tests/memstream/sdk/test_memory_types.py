@@ -34,7 +34,7 @@ def test_built_in_and_declared_types_are_known_each_once() -> None:
 
 
 def test_an_undeclared_type_is_refused_naming_the_known_ones() -> None:
-    with pytest.raises(UnknownMemoryType, match="'tickets'.*taxonomic, open_ticket"):
+    with pytest.raises(UnknownMemoryType, match=r"'tickets'.*taxonomic, open_ticket"):
         known_types(SETTINGS, ["tickets"])
 
 
