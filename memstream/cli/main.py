@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=_config_validate)
 
     from memstream.cli.api_keys import register as register_keys
+    from memstream.cli.compare import register as register_compare
     from memstream.cli.consolidate import register as register_consolidate
     from memstream.cli.dlq import register as register_dlq
     from memstream.cli.events_and_status import register
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     register_rollback(commands)
     register_consolidate(commands)
     register_reextract(commands)
+    register_compare(commands)
     return parser
 
 

@@ -153,22 +153,24 @@ def _follow(
 def _result(shadow: Settings, extractor: str, finished: bool, seconds: float) -> dict[str, Any]:
     from pymongo import MongoClient
 
-    from memstream.runtime.shadow import extraction_costs
+    from handlers.comparison import Cost
+    from projections.comparison import extraction_costs
 
     client: MongoClient[dict[str, Any]] = MongoClient(shadow.mongodb.uri, tz_aware=True)
     try:
         db = client[shadow.mongodb.database]
-        costs = extraction_costs(db, shadow.memory.extraction.enabled)
+        found = extraction_costs(db)
         memories = db["memories"].count_documents({"status": "current"})
     finally:
         client.close()
+    costs = {kind: found.get(kind, Cost()) for kind in shadow.memory.extraction.enabled}
     return {
         "shadow": shadow.mongodb.database,
         "extractor": extractor,
         "finished": finished,
         "seconds": round(seconds, 1),
         "current_memories": memories,
-        "types": [asdict(cost) for cost in costs],
+        "types": [{"memory_type": kind, **asdict(cost)} for kind, cost in costs.items()],
     }
 
 

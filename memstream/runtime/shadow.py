@@ -19,12 +19,9 @@ shadow is a whole read model, built by the same code, ids and ordering rules as 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from pymongo.database import Database
 
 from memstream.config import KafkaSettings, Settings
 from memstream.extractors import DEFAULT_EXTRACTOR
@@ -91,53 +88,3 @@ async def reached(kafka: KafkaSettings, group: str, topic: str, targets: Mapping
         return done
     finally:
         await consumer.stop()
-
-
-@dataclass(frozen=True)
-class TypeCost:
-    """What one memory type's re-extraction did and cost, from the shadow's read model."""
-
-    memory_type: str
-    snapshots: int
-    failed: int
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-
-
-def extraction_costs(db: Database[dict[str, Any]], types: Sequence[str]) -> list[TypeCost]:
-    """Per type: the snapshots extracted (and failed), the LLM calls and tokens they took."""
-    costs = []
-    for memory_type in types:
-        slot = f"extractions.{memory_type}"
-        found = list(
-            db["snapshots"].aggregate(
-                [
-                    {"$match": {slot: {"$exists": True}}},
-                    {
-                        "$group": {
-                            "_id": None,
-                            "snapshots": {"$sum": 1},
-                            "failed": {
-                                "$sum": {"$cond": [{"$ifNull": [f"${slot}.failure", False]}, 1, 0]}
-                            },
-                            "calls": {"$sum": f"${slot}.usage.calls"},
-                            "prompt_tokens": {"$sum": f"${slot}.usage.prompt_tokens"},
-                            "completion_tokens": {"$sum": f"${slot}.usage.completion_tokens"},
-                        }
-                    },
-                ]
-            )
-        )
-        totals = found[0] if found else {}
-        costs.append(
-            TypeCost(
-                memory_type,
-                int(totals.get("snapshots", 0)),
-                int(totals.get("failed", 0)),
-                int(totals.get("calls", 0)),
-                int(totals.get("prompt_tokens", 0)),
-                int(totals.get("completion_tokens", 0)),
-            )
-        )
-    return costs

@@ -5,6 +5,7 @@ that extractor from the start would have made."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from memstream.cli.replay import COMPARED, differences
 from memstream.config import Settings
 from memstream.runtime.shadow import ShadowRefused, shadow_environment
 from memstream.sdk.client import MemoryClient
+from tests.memstream.cli.test_memories import memstream
 from tests.support.pipeline import PipelineHarness, copy_turns, eventually
 
 EXTRACTORS = """\
@@ -84,6 +86,16 @@ def test_reextraction_makes_the_shadow_a_fresh_pipeline_would_and_leaves_live_un
     fresh.start()
     eventually(lambda: fresh.memories(user_id="tim"), lambda m: len(m) == 1, what="fresh memory")
     assert differences(fresh.db, live.db.client[shadow]) == []
+
+    compared = memstream(live, "compare", live.settings.mongodb.database, shadow, "--json")
+    assert compared.returncode == 1, compared.stderr  # they differ
+    (tim,) = json.loads(compared.stdout)["differences"]
+    assert tim["changed"] == [
+        ["The user lives in Lisbon.", "The user teaches maths at a school in Lisbon."]
+    ]
+    assert (tim["same"], tim["only_live"], tim["only_shadow"]) == (0, [], [])
+    alike = memstream(live, "compare", fresh.settings.mongodb.database, shadow)
+    assert alike.returncode == 0, alike.stdout
 
 
 def reextract(live: PipelineHarness, shadow: str, *options: str) -> list[str]:
