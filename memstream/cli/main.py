@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run one pipeline stage (used by `up`)")
     worker.add_argument("--stage", required=True, help="window, projector or extract:<type>")
     worker.add_argument("--loglevel", default=os.environ.get("MEMSTREAM_LOG_LEVEL", "info"))
+    worker.add_argument(
+        "--shadow",
+        metavar="NAME",
+        help="run the stage for the shadow NAME (with --extractor): its own groups, results "
+        "topics and database, beside the live deployment (docs/operations.md)",
+    )
+    worker.add_argument("--extractor", help="with --shadow: the shadow's named extractor")
     worker.set_defaults(run=_worker)
 
     schema = commands.add_parser("schema", help="event JSON Schemas")
@@ -103,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     from memstream.cli.api_keys import register as register_keys
     from memstream.cli.compare import register as register_compare
     from memstream.cli.consolidate import register as register_consolidate
+    from memstream.cli.discard import register as register_discard
     from memstream.cli.dlq import register as register_dlq
     from memstream.cli.events_and_status import register
     from memstream.cli.forgetting import register as register_forget
@@ -121,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     register_consolidate(commands)
     register_reextract(commands)
     register_compare(commands)
+    register_discard(commands)
     return parser
 
 
@@ -310,6 +319,18 @@ def _worker(args: argparse.Namespace) -> int:
     from streams.kafka_security import KafkaAccessError
 
     settings = _settings()
+    if args.shadow or args.extractor:
+        from memstream.runtime.pipeline import configured
+        from memstream.runtime.shadow import ShadowRefused, shadow_environment
+
+        if not (args.shadow and args.extractor):
+            raise SystemExit("memstream: --shadow and --extractor go together")
+        try:
+            environment = shadow_environment(settings, args.shadow, args.extractor)
+        except ShadowRefused as exc:
+            raise SystemExit(f"memstream: {exc}") from None
+        os.environ.update(environment)  # what the stage's own processes read
+        settings = configured(settings, environment)
     if args.stage.startswith("extract:") and (refused := _refuse_if_unready(settings)) is not None:
         return refused
     try:

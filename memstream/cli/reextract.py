@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -48,6 +50,11 @@ def register(commands: Any) -> None:
     reextract.add_argument(
         "--since", help="only snapshots that happened at or after this ISO time (with its zone)"
     )
+    reextract.add_argument(
+        "--follow",
+        action="store_true",
+        help="once caught up, go on extracting the live snapshots (and forgetting) until Ctrl-C",
+    )
     reextract.add_argument("--json", action="store_true", help="print the result as JSON")
     reextract.add_argument(
         "--timeout",
@@ -65,6 +72,7 @@ def _reextract(args: argparse.Namespace) -> int:
     from memstream.runtime.supervisor import ServerGaveUp, StageGaveUp, Supervisor
     from memstream.runtime.topics import topic_partitions
 
+    signal.signal(signal.SIGTERM, _interrupted_by_sigterm)
     live = settings_with_a_database()
     if not live.kafka.bootstrap_servers:
         raise SystemExit(
@@ -80,6 +88,7 @@ def _reextract(args: argparse.Namespace) -> int:
         environment["MEMSTREAM_EXTRACT_SINCE"] = args.since
     log_dir = live.data_dir / "shadows" / args.into
     shadow = configured(live, environment)
+    _refuse_a_discarded_name(shadow)
     with local_llm(shadow, log_dir) as llm:
         environment.update(llm.environment)
         shadow = configured(live, environment)
@@ -94,6 +103,8 @@ def _reextract(args: argparse.Namespace) -> int:
             supervisor = Supervisor(pipeline, servers=servers)
             try:
                 finished = _follow(shadow, stages, started + args.timeout, supervisor.check)
+                if finished and args.follow:
+                    _follow_live(supervisor.check)
             except (StageGaveUp, ServerGaveUp) as exc:
                 raise SystemExit(f"memstream: {exc} (run it again to go on)") from None
         seconds = time.monotonic() - started
@@ -104,6 +115,28 @@ def _reextract(args: argparse.Namespace) -> int:
         for line in _summary(result):
             print(line)
     return 0 if finished else 1
+
+
+def _refuse_a_discarded_name(shadow: Settings) -> None:
+    """Exit when the shadow's database is gone but its projector's group has read the log: a
+    discarded shadow, whose groups would resume where it stopped (`memstream discard`)."""
+    from pymongo import MongoClient
+
+    from memstream.runtime.shadow import has_progress
+    from memstream.runtime.worker import stream_settings
+
+    client: MongoClient[dict[str, Any]] = MongoClient(shadow.mongodb.uri, tz_aware=True)
+    try:
+        exists = shadow.mongodb.database in client.list_database_names()
+    finally:
+        client.close()
+    group = stream_settings(shadow).group("projector")
+    if not exists and asyncio.run(has_progress(shadow.kafka, group, shadow.kafka.topics.snapshots)):
+        raise SystemExit(
+            f"memstream: the shadow {shadow.mongodb.database!r} was discarded and its consumer "
+            "groups have not expired yet (the broker's offsets.retention.minutes): choose "
+            "another name"
+        )
 
 
 def _follow(
@@ -148,6 +181,23 @@ def _follow(
             supervise()
             time.sleep(POLL_SECONDS)
     return True
+
+
+def _follow_live(supervise: Callable[[], None]) -> None:
+    """Keep the shadow's workers on the live snapshots (new sessions are extracted both ways,
+    forget requests erase both sides) until Ctrl-C or SIGTERM (`_interrupted_by_sigterm`)."""
+    print("caught up; following the live snapshots (Ctrl-C stops)", file=sys.stderr, flush=True)
+    try:
+        while True:
+            supervise()
+            time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        return
+
+
+def _interrupted_by_sigterm(*_: object) -> None:
+    """SIGTERM stops the command as Ctrl-C does: the workers are stopped on the way out."""
+    raise KeyboardInterrupt
 
 
 def _result(shadow: Settings, extractor: str, finished: bool, seconds: float) -> dict[str, Any]:

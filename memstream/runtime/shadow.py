@@ -4,8 +4,9 @@
 A shadow named NAME is the live deployment seen through a few settings (`shadow_environment`):
 
 * its memory types' stages and its projector join consumer groups of their own
-  (`<group prefix>shadow-NAME-…`), so they read the live snapshots topic from its start without
-  moving the live stages' offsets;
+  (`<group prefix>shadow.NAME.…`: a name has no dot, so no shadow's prefix begins another's),
+  so they read the live snapshots topic from its start without moving the live stages'
+  offsets;
 * they write their own results topics (`<topic prefix>shadow.NAME.memories`, `….dead-letters`)
   and their own read-model database (NAME): the live read model is never written;
 * they keep the live data keys (`mongodb.keys_database`): one log, one key store, so sealed
@@ -19,9 +20,10 @@ shadow is a whole read model, built by the same code, ids and ordering rules as 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.config import KafkaSettings, Settings
 from memstream.extractors import DEFAULT_EXTRACTOR
@@ -53,7 +55,7 @@ def shadow_environment(settings: Settings, name: str, extractor: str) -> dict[st
         "MEMSTREAM_EXTRACTOR": extractor,
         "MONGODB_DATABASE": name,
         "MEMSTREAM_KEYS_DATABASE": mongodb.keys_database_name,
-        "MEMSTREAM_GROUP_PREFIX": f"{kafka.group_prefix}shadow-{name}-",
+        "MEMSTREAM_GROUP_PREFIX": f"{kafka.group_prefix}shadow.{name}.",
         "MEMSTREAM_RESULTS_TOPIC_PREFIX": f"{kafka.topic_prefix}shadow.{name}.",
     }
 
@@ -88,3 +90,34 @@ async def reached(kafka: KafkaSettings, group: str, topic: str, targets: Mapping
         return done
     finally:
         await consumer.stop()
+
+
+async def shadow_topics(shadow: KafkaSettings, group_prefix: str) -> list[str]:
+    """The topics a shadow made: its results topics and its workers' table changelogs (Faust
+    names them after the app, whose id is the consumer group: `<group prefix>…`)."""
+    admin = AIOKafkaAdminClient(**shadow.client_options())
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+    finally:
+        await admin.close()
+    topics = shadow.topics
+    own = {topics.memories, topics.dead_letters}
+    return sorted(name for name in existing if name in own or name.startswith(group_prefix))
+
+
+async def has_progress(kafka: KafkaSettings, group: str, topic: str) -> bool:
+    """Whether `group` has committed an offset past the start of any partition of `topic`."""
+    return await reached(kafka, group, topic, dict.fromkeys(range(kafka.partitions), 1)) > 0
+
+
+async def delete_topics(shadow: KafkaSettings, names: Sequence[str]) -> None:
+    """Delete the shadow's topics (their records are the shadow's results, nothing else)."""
+    if not names:
+        return
+    admin = AIOKafkaAdminClient(**shadow.client_options())
+    await admin.start()
+    try:
+        await admin.delete_topics(list(names))
+    finally:
+        await admin.close()

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import psutil
@@ -112,7 +114,7 @@ def reextract(live: PipelineHarness, shadow: str, *options: str) -> list[str]:
 
 
 @pytest.mark.integration
-def test_a_forgotten_user_stays_forgotten_and_a_selection_extracts_only_its_users(
+def test_a_forgotten_user_stays_forgotten_a_selection_extracts_its_users_and_discard_drops_it(
     pipeline_factory: Any,
 ) -> None:
     live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
@@ -140,6 +142,17 @@ def test_a_forgotten_user_stays_forgotten_and_a_selection_extracts_only_its_user
     _, semantic = reextract(live, only_tim, "--users", "tim")
     assert semantic.startswith("semantic: 1 snapshots (0 failed), 1 LLM calls")
     assert [m["user_id"] for m in live.db.client[only_tim]["memories"].find()] == ["tim"]
+
+    planned = memstream(live, "discard", only_tim)
+    assert planned.returncode == 1 and "nothing dropped" in planned.stdout
+    assert f"shadow.{only_tim}.memories" in planned.stdout
+    dropped = memstream(live, "discard", only_tim, "--yes")
+    assert dropped.returncode == 0, dropped.stderr
+    assert only_tim not in live.db.client.list_database_names()
+    assert live.memories(user_id="tim")  # the live read model keeps its memories
+    again = memstream(live, "reextract", "--extractor", "v2", "--into", only_tim)
+    assert again.returncode == 1  # its groups would resume where the discarded one stopped
+    assert "was discarded" in again.stderr and "choose another name" in again.stderr
 
 
 @pytest.mark.integration
@@ -191,6 +204,71 @@ def test_a_shadow_stage_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubl
     assert shadow["memory_events"].count_documents({}) == len(users)
 
 
+@pytest.mark.integration
+def test_a_following_shadow_extracts_new_sessions_and_forgets_with_the_live_one(
+    pipeline_factory: Any,
+) -> None:
+    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
+    live.llm.on("You extract facts", by_extractor)
+    live.record("tim", "s1", [{"role": "user", "content": SAID}])
+    live.flush("tim", "s1")
+    eventually(lambda: live.memories(user_id="tim"), lambda m: len(m) == 1, what="live memory")
+    name = f"{live.settings.mongodb.database}_follow"
+    shadow = live.db.client[name]
+    command = ["reextract", "--extractor", "v2", "--into", name, "--follow"]
+    following = subprocess.Popen(
+        [sys.executable, "-m", "memstream", *command],
+        env={**os.environ, **live.environment, "MEMSTREAM_DATA_DIR": str(live.log_dir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(following.stderr or []), daemon=True)
+    reader.start()
+    try:
+        eventually(lambda: "".join(said), lambda text: "caught up" in text, what="caught up")
+        assert len(list(shadow["memories"].find({"user_id": "tim"}))) == 1
+        live.record("ada", "s1", [{"role": "user", "content": SAID}])  # a new session, live
+        live.flush("ada", "s1")
+        (new,) = eventually(
+            lambda: list(shadow["memories"].find({"user_id": "ada"})),
+            lambda m: len(m) == 1,
+            what="the new session extracted by the shadow too",
+        )
+        assert new["text"] == "The user teaches maths at a school in Lisbon."
+
+        async def forget_ada() -> None:
+            async with MemoryClient(live.settings) as client:
+                await client.forget_user("ada", reason="asked")
+
+        asyncio.run(forget_ada())
+        eventually(
+            lambda: (
+                live.memories(user_id="ada"),
+                list(shadow["memories"].find({"user_id": "ada"})),
+            ),
+            lambda both: both == ([], []),
+            what="ada forgotten on both sides",
+        )
+        following.send_signal(signal.SIGTERM)
+        following.wait(timeout=120)  # stderr is the reader's; stdout is a few lines
+        stdout = following.stdout.read() if following.stdout else ""
+    finally:
+        if following.poll() is None:
+            following.kill()
+    reader.join(10)
+    assert following.returncode == 0, "".join(said)
+    assert stdout.startswith(f"shadow {name} (extractor v2): done in ")
+
+
+def test_a_shadow_worker_is_refused_the_live_database() -> None:
+    from memstream.cli.main import main
+
+    with pytest.raises(SystemExit, match="live deployment's database"):
+        main(["worker", "--stage", "extract:semantic", "--shadow", "memstream", "--extractor", "x"])
+
+
 def test_a_shadow_is_refused_the_live_database_and_an_undeclared_extractor() -> None:
     settings = Settings.model_validate({"extractors": {"v2": {}}})
     with pytest.raises(ShadowRefused, match="live deployment's database"):
@@ -207,6 +285,6 @@ def test_a_shadow_reads_the_live_log_and_keys_and_writes_its_own_results_and_gro
         "MEMSTREAM_EXTRACTOR": "v2",
         "MONGODB_DATABASE": "trial",
         "MEMSTREAM_KEYS_DATABASE": "memstream",
-        "MEMSTREAM_GROUP_PREFIX": "memstream-shadow-trial-",
+        "MEMSTREAM_GROUP_PREFIX": "memstream-shadow.trial.",
         "MEMSTREAM_RESULTS_TOPIC_PREFIX": "memstream.shadow.trial.",
     }

@@ -1,0 +1,63 @@
+"""`memstream discard SHADOW --yes`: drop a shadow made by `memstream reextract` — its read
+model's database and its topics (results and table changelogs). Never the live read model or
+topics (`memstream.runtime.shadow`). Its consumer groups hold only offsets and are left for the
+broker to expire (`offsets.retention.minutes`, 7 days by default; aiokafka cannot delete a
+group): until then `memstream reextract` refuses the name, which would resume where the
+discarded shadow stopped. Without `--yes` it only says what it would drop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from memstream.cli.settings import settings_with_a_database
+
+
+def register(commands: Any) -> None:
+    """Add `discard` to the `memstream` parser's subcommands."""
+    discard = commands.add_parser("discard", help="drop a shadow made by `memstream reextract`")
+    discard.add_argument("shadow", help="the shadow's name (its database)")
+    discard.add_argument("--yes", action="store_true", help="drop it (otherwise: only say what)")
+    discard.set_defaults(run=_discard)
+
+
+def _discard(args: argparse.Namespace) -> int:
+    from pymongo import MongoClient
+
+    from memstream.extractors import DEFAULT_EXTRACTOR
+    from memstream.runtime.pipeline import configured
+    from memstream.runtime.shadow import (
+        ShadowRefused,
+        delete_topics,
+        shadow_environment,
+        shadow_topics,
+    )
+
+    live = settings_with_a_database()
+    if not live.kafka.bootstrap_servers:
+        raise SystemExit(
+            "memstream: KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)"
+        )
+    try:
+        environment = shadow_environment(live, args.shadow, DEFAULT_EXTRACTOR)
+    except ShadowRefused as exc:
+        raise SystemExit(f"memstream: {exc}") from None
+    kafka = configured(live, environment).kafka
+    topics = asyncio.run(shadow_topics(kafka, kafka.group_prefix))
+    client: MongoClient[dict[str, Any]] = MongoClient(live.mongodb.uri, tz_aware=True)
+    try:
+        database = args.shadow in client.list_database_names()
+        print(f"database: {args.shadow if database else '(none)'}")
+        print(f"topics: {', '.join(topics) or '(none)'}")
+        print(f"consumer groups: {kafka.group_prefix}… (left for the broker to expire)")
+        if not args.yes:
+            print("nothing dropped: run it again with --yes")
+            return 1
+        asyncio.run(delete_topics(kafka, topics))
+        if database:
+            client.drop_database(args.shadow)
+    finally:
+        client.close()
+    print(f"shadow {args.shadow} discarded")
+    return 0
