@@ -1,9 +1,10 @@
 """`memstream discard SHADOW --yes`: drop a shadow made by `memstream reextract` — its read
 model's database and its topics (results and table changelogs). Never the live read model or
-topics (`memstream.runtime.shadow`). Its consumer groups hold only offsets and are left for the
-broker to expire (`offsets.retention.minutes`, 7 days by default; aiokafka cannot delete a
-group): until then `memstream reextract` refuses the name, which would resume where the
-discarded shadow stopped. Without `--yes` it only says what it would drop."""
+topics, nor a database without a shadow's mark (`memstream.runtime.shadow.mark_shadow`). Its
+consumer groups hold only offsets and are left for the broker to expire
+(`offsets.retention.minutes`, 7 days by default; aiokafka cannot delete a group): until then
+`memstream reextract` refuses the name, which would resume where the discarded shadow stopped.
+Without `--yes` it only says what it would drop."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def _discard(args: argparse.Namespace) -> int:
     from memstream.runtime.shadow import (
         ShadowRefused,
         delete_topics,
+        is_a_shadow,
         shadow_environment,
         shadow_topics,
     )
@@ -44,6 +46,11 @@ def _discard(args: argparse.Namespace) -> int:
     except ShadowRefused as exc:
         raise SystemExit(f"memstream: {exc}") from None
     kafka = configured(live, environment).kafka
+    if not is_a_shadow(live, args.shadow):
+        raise SystemExit(
+            f"memstream: the database {args.shadow!r} is not a shadow made by `memstream "
+            "reextract` (it has no shadow mark): nothing dropped"
+        )
     topics = asyncio.run(shadow_topics(kafka, kafka.group_prefix))
     client: MongoClient[dict[str, Any]] = MongoClient(live.mongodb.uri, tz_aware=True)
     try:

@@ -321,7 +321,8 @@ def _worker(args: argparse.Namespace) -> int:
     settings = _settings()
     if args.shadow or args.extractor:
         from memstream.runtime.pipeline import configured
-        from memstream.runtime.shadow import ShadowRefused, shadow_environment
+        from memstream.runtime.shadow import ShadowRefused, mark_shadow, shadow_environment
+        from streams.settings import utc_now
 
         if not (args.shadow and args.extractor):
             raise SystemExit("memstream: --shadow and --extractor go together")
@@ -330,6 +331,7 @@ def _worker(args: argparse.Namespace) -> int:
         except ShadowRefused as exc:
             raise SystemExit(f"memstream: {exc}") from None
         os.environ.update(environment)  # what the stage's own processes read
+        mark_shadow(settings, args.shadow, args.extractor, utc_now())
         settings = configured(settings, environment)
     if args.stage.startswith("extract:") and (refused := _refuse_if_unready(settings)) is not None:
         return refused

@@ -68,9 +68,15 @@ def register(commands: Any) -> None:
 def _reextract(args: argparse.Namespace) -> int:
     from memstream.runtime.llm_choice import local_llm
     from memstream.runtime.pipeline import Pipeline, configured, prepare_topics
-    from memstream.runtime.shadow import ShadowRefused, shadow_environment, shadow_stages
+    from memstream.runtime.shadow import (
+        ShadowRefused,
+        mark_shadow,
+        shadow_environment,
+        shadow_stages,
+    )
     from memstream.runtime.supervisor import ServerGaveUp, StageGaveUp, Supervisor
     from memstream.runtime.topics import topic_partitions
+    from streams.settings import utc_now
 
     signal.signal(signal.SIGTERM, _interrupted_by_sigterm)
     live = settings_with_a_database()
@@ -89,6 +95,7 @@ def _reextract(args: argparse.Namespace) -> int:
     log_dir = live.data_dir / "shadows" / args.into
     shadow = configured(live, environment)
     _refuse_a_discarded_name(shadow)
+    mark_shadow(live, args.into, args.extractor, utc_now())
     with local_llm(shadow, log_dir) as llm:
         environment.update(llm.environment)
         shadow = configured(live, environment)

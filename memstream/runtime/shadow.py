@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -121,3 +123,40 @@ async def delete_topics(shadow: KafkaSettings, names: Sequence[str]) -> None:
         await admin.delete_topics(list(names))
     finally:
         await admin.close()
+
+
+SHADOW_MARK = "shadow"
+"""The collection (one document) that marks a database as a shadow: `memstream discard` drops
+only a database that holds it."""
+
+
+def mark_shadow(live: Settings, name: str, extractor: str, now: datetime) -> None:
+    """Write the shadow's mark in its database (once: a run that resumes keeps the first)."""
+    from pymongo import MongoClient
+
+    client: MongoClient[dict[str, Any]] = MongoClient(live.mongodb.uri, tz_aware=True)
+    try:
+        client[name][SHADOW_MARK].update_one(
+            {"_id": SHADOW_MARK},
+            {
+                "$setOnInsert": {
+                    "extractor": extractor,
+                    "live_database": live.mongodb.database,
+                    "created_at": now,
+                }
+            },
+            upsert=True,
+        )
+    finally:
+        client.close()
+
+
+def is_a_shadow(live: Settings, name: str) -> bool:
+    """Whether the database `name` carries a shadow's mark."""
+    from pymongo import MongoClient
+
+    client: MongoClient[dict[str, Any]] = MongoClient(live.mongodb.uri, tz_aware=True)
+    try:
+        return client[name][SHADOW_MARK].find_one({"_id": SHADOW_MARK}) is not None
+    finally:
+        client.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from pathlib import Path
 
 import faust
 
@@ -26,6 +27,9 @@ def build_app(
     app = faust.App(
         group,
         broker=f"kafka://{bootstrap}",
+        # Faust's default data folder is `<app id>-data` in the working directory (the
+        # repository root here): the test's own folder instead.
+        datadir=str(Path(out).parent / f"{group}-data"),
         store="memory://",
         autodiscover=False,
         web_enabled=False,

@@ -143,6 +143,12 @@ def test_a_forgotten_user_stays_forgotten_a_selection_extracts_its_users_and_dis
     assert semantic.startswith("semantic: 1 snapshots (0 failed), 1 LLM calls")
     assert [m["user_id"] for m in live.db.client[only_tim]["memories"].find()] == ["tim"]
 
+    other = f"{live.settings.mongodb.database}_other"  # not a shadow: never dropped
+    live.db.client[other]["things"].insert_one({"kept": True})
+    refused = memstream(live, "discard", other, "--yes")
+    assert refused.returncode == 1 and "is not a shadow" in refused.stderr
+    assert other in live.db.client.list_database_names()
+
     planned = memstream(live, "discard", only_tim)
     assert planned.returncode == 1 and "nothing dropped" in planned.stdout
     assert f"shadow.{only_tim}.memories" in planned.stdout
