@@ -12,7 +12,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from memstream.cli.settings import settings_with_a_database
+from memstream.cli.settings import live_and_shadow
 
 
 def register(commands: Any) -> None:
@@ -29,22 +29,12 @@ def _discard(args: argparse.Namespace) -> int:
     from memstream.extractors import DEFAULT_EXTRACTOR
     from memstream.runtime.pipeline import configured
     from memstream.runtime.shadow import (
-        ShadowRefused,
         delete_topics,
         is_a_shadow,
-        shadow_environment,
         shadow_topics,
     )
 
-    live = settings_with_a_database()
-    if not live.kafka.bootstrap_servers:
-        raise SystemExit(
-            "memstream: KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)"
-        )
-    try:
-        environment = shadow_environment(live, args.shadow, DEFAULT_EXTRACTOR)
-    except ShadowRefused as exc:
-        raise SystemExit(f"memstream: {exc}") from None
+    live, environment = live_and_shadow(args.shadow, DEFAULT_EXTRACTOR)
     kafka = configured(live, environment).kafka
     if not is_a_shadow(live, args.shadow):
         raise SystemExit(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from memstream.cli.settings import settings_with_a_database
+from memstream.cli.settings import live_and_shadow
 from memstream.config import Settings
 
 DEFAULT_TIMEOUT_SECONDS = 24 * 3600.0
@@ -69,9 +69,7 @@ def _reextract(args: argparse.Namespace) -> int:
     from memstream.runtime.llm_choice import local_llm
     from memstream.runtime.pipeline import Pipeline, configured, prepare_topics
     from memstream.runtime.shadow import (
-        ShadowRefused,
         mark_shadow,
-        shadow_environment,
         shadow_stages,
     )
     from memstream.runtime.supervisor import ServerGaveUp, StageGaveUp, Supervisor
@@ -79,15 +77,7 @@ def _reextract(args: argparse.Namespace) -> int:
     from streams.settings import utc_now
 
     signal.signal(signal.SIGTERM, _interrupted_by_sigterm)
-    live = settings_with_a_database()
-    if not live.kafka.bootstrap_servers:
-        raise SystemExit(
-            "memstream: KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)"
-        )
-    try:
-        environment = shadow_environment(live, args.into, args.extractor)
-    except ShadowRefused as exc:
-        raise SystemExit(f"memstream: {exc}") from None
+    live, environment = live_and_shadow(args.into, args.extractor)
     if args.users:
         environment["MEMSTREAM_EXTRACT_ONLY_USERS"] = ",".join(args.users)
     if args.since:

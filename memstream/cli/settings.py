@@ -11,3 +11,20 @@ def settings_with_a_database() -> Settings:
     if not settings.mongodb.uri:
         raise SystemExit("memstream: MONGODB_URI is not set (is `memstream up` running?)")
     return settings
+
+
+def live_and_shadow(name: str, extractor: str) -> tuple[Settings, dict[str, str]]:
+    """The live settings (a database and a broker configured) and the environment that makes
+    them the shadow NAME's (`memstream.runtime.shadow.shadow_environment`), or exit saying
+    what is missing or refused."""
+    from memstream.runtime.shadow import ShadowRefused, shadow_environment
+
+    live = settings_with_a_database()
+    if not live.kafka.bootstrap_servers:
+        raise SystemExit(
+            "memstream: KAFKA_BOOTSTRAP_SERVERS is not set (is `memstream up` running?)"
+        )
+    try:
+        return live, shadow_environment(live, name, extractor)
+    except ShadowRefused as exc:
+        raise SystemExit(f"memstream: {exc}") from None
