@@ -37,6 +37,11 @@ def test_memories_decided_by_a_named_extractor_record_its_name_and_digest(
     assert identity.name == "careful"
     script_a_move_from_lisbon_to_porto(pipeline)
     said(pipeline, "ivy", "s1", "I live in Lisbon.")
+    # Two sessions' turns are keyed apart (user|session), so their snapshots reach the
+    # extractor in no set order: the second is said once the first is a memory.
+    eventually(
+        lambda: pipeline.memories(user_id="ivy"), lambda found: len(found) == 1, what="Lisbon"
+    )
     said(pipeline, "ivy", "s2", "I moved to Porto.")
 
     events = eventually(
