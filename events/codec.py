@@ -22,6 +22,7 @@ from events.forgetting import (
 from events.memories import MemoryAdded, MemoryReinforced, MemoryUpdated
 from events.rollbacks import MemoryRollbackRequested, MemoryRolledBack
 from events.saves import MemorySaved, MemorySaveRequested
+from events.serving import ReadModelSwitched
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
 from events.turns import SessionFlushRequested, SessionIdled, TurnRecorded
 from events.upcasting import upcast
@@ -48,7 +49,8 @@ AnyEvent = Annotated[
     | UserForgotten
     | SessionsForgotten
     | MemoriesForgotten
-    | MemoryExpired,
+    | MemoryExpired
+    | ReadModelSwitched,
     Field(discriminator="event_type"),
 ]
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -74,6 +76,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     SessionsForgotten,
     MemoriesForgotten,
     MemoryExpired,
+    ReadModelSwitched,
 )
 _ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 

@@ -38,5 +38,11 @@ class Topics:
         """InputDeadLettered — keyed by the original record's key."""
         return f"{self.results_prefix or self.prefix}dead-letters"
 
+    @property
+    def serving(self) -> str:
+        """ReadModelSwitched — one key, so one partition: which read model is served
+        (docs/architecture.md, "Promotion"). The deployment's, never a shadow's."""
+        return f"{self.prefix}serving"
+
     def all(self) -> tuple[str, ...]:
-        return (self.turns, self.snapshots, self.memories, self.dead_letters)
+        return (self.turns, self.snapshots, self.memories, self.dead_letters, self.serving)

@@ -19,10 +19,11 @@ digest of what the name meant then), and lets a project keep two side by side
         reconcile: {ask_threshold: 0.9}
 
 The chosen extractor's fields replace the top-level settings they name (`llm.model`,
-`llm.base_url`, `llm.temperature`, `llm.max_tokens`, `memory.extraction.enabled`,
-`memory.reconcile.*`, `limits.extraction_turns_per_call`), whether those came from the file or
-the environment. `prompt_versions` pins: the code has one prompt per type, and an extractor that
-names another version is refused at start (the prompt it was measured with is gone).
+`llm.base_url`, `llm.local` (`local_model`), `llm.temperature`, `llm.max_tokens`,
+`memory.extraction.enabled`, `memory.reconcile.*`, `limits.extraction_turns_per_call`), whether
+those came from the file or the environment. `prompt_versions` pins: the code has one prompt per
+type, and an extractor that names another version is refused at start (the prompt it was
+measured with is gone).
 
 This module only reads the declarations (:func:`apply_extractor`, on the raw settings before
 they are validated); `memstream.config.extractor_identity` names the result.
@@ -35,7 +36,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -62,6 +63,9 @@ class ExtractorSettings(BaseModel):
 
     llm_model: str | None = Field(default=None, min_length=1, max_length=200)
     llm_base_url: str | None = Field(default=None, min_length=1)
+    local_model: Literal["small", "large"] | None = None
+    """With no endpoint configured: the packaged local model this extractor runs (`llm.local`),
+    e.g. the 0.5B model (`small`) beside the 1.5B one (`large`)."""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_answer_tokens: int | None = Field(default=None, ge=16, le=32_768)
     enabled: tuple[str, ...] | None = None
@@ -82,6 +86,7 @@ class ExtractorSettings(BaseModel):
         named: list[tuple[tuple[str, ...], Any]] = [
             (("llm", "model"), self.llm_model),
             (("llm", "base_url"), self.llm_base_url),
+            (("llm", "local"), self.local_model),
             (("llm", "temperature"), self.temperature),
             (("llm", "max_tokens"), self.max_answer_tokens),
             (("memory", "extraction", "enabled"), self.enabled),

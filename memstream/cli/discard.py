@@ -1,6 +1,7 @@
 """`memstream discard SHADOW --yes`: drop a shadow made by `memstream reextract` — its read
 model's database and its topics (results and table changelogs). Never the live read model or
-topics, nor a database without a shadow's mark (`memstream.runtime.shadow.mark_shadow`). Its
+topics, nor a database without a shadow's mark (`memstream.runtime.shadow.mark_shadow`), nor the
+shadow served or the one `memstream promote --back` would serve again. Its
 consumer groups hold only offsets and are left for the broker to expire
 (`offsets.retention.minutes`, 7 days by default; aiokafka cannot delete a group): until then
 `memstream reextract` refuses the name, which would resume where the discarded shadow stopped.
@@ -27,19 +28,22 @@ def _discard(args: argparse.Namespace) -> int:
     from pymongo import MongoClient
 
     from memstream.extractors import DEFAULT_EXTRACTOR
+    from memstream.promotion.switches import synced
     from memstream.runtime.pipeline import configured
-    from memstream.runtime.shadow import (
-        delete_topics,
-        is_a_shadow,
-        shadow_topics,
-    )
+    from memstream.runtime.shadow import delete_topics, shadow_extractor, shadow_topics
 
     live, environment = live_and_shadow(args.shadow, DEFAULT_EXTRACTOR)
     kafka = configured(live, environment).kafka
-    if not is_a_shadow(live, args.shadow):
+    if shadow_extractor(live, args.shadow) is None:
         raise SystemExit(
             f"memstream: the database {args.shadow!r} is not a shadow made by `memstream "
             "reextract` (it has no shadow mark): nothing dropped"
+        )
+    served = asyncio.run(synced(live))
+    if args.shadow in (served.shadow, served.replaced_shadow):
+        role = "is served" if args.shadow == served.shadow else "is what `promote --back` serves"
+        raise SystemExit(
+            f"memstream: the shadow {args.shadow!r} {role} (`memstream promote`): nothing dropped"
         )
     topics = asyncio.run(shadow_topics(kafka, kafka.group_prefix))
     client: MongoClient[dict[str, Any]] = MongoClient(live.mongodb.uri, tz_aware=True)

@@ -116,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     from memstream.cli.forgetting import register as register_forget
     from memstream.cli.master_keys import register as register_master_key
     from memstream.cli.memories import register as register_memory_commands
+    from memstream.cli.promote import register as register_promote
     from memstream.cli.reextract import register as register_reextract
     from memstream.cli.rollback import register as register_rollback
 
@@ -130,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     register_reextract(commands)
     register_compare(commands)
     register_discard(commands)
+    register_promote(commands)
     return parser
 
 
@@ -165,6 +167,7 @@ def _stop_on_signals() -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from memstream.runtime.pipeline import StageFailed, running_pipeline
+    from memstream.runtime.served import LocalModelFollower
     from memstream.runtime.servers import JavaNotFound, KafkaJarsError
     from memstream.runtime.servers.leftovers import AlreadyRunning, RunRecord
     from memstream.runtime.servers.process import observe_children
@@ -209,9 +212,18 @@ def _up(args: argparse.Namespace) -> int:
                     f"HTTP API: {api.url}/v1 (OpenAPI: {api.url}/openapi.json, MCP: {api.url}/mcp/)"
                 )
             print("Press Ctrl-C to stop.", flush=True)
+            # restarts crashed stages and the local LLM; raises when one keeps failing
+            supervisor = Supervisor(pipeline, servers=infra.supervised_servers())
+            follower = LocalModelFollower(
+                running,
+                pipeline,
+                infra.llm_server,
+                settings.data_dir / "logs",
+                supervisor.replace_server,
+            )
+            supervisor.on_switch = follower
             try:
-                # restarts crashed stages and the local LLM; raises when one keeps failing
-                Supervisor(pipeline, servers=infra.supervised_servers()).run(
+                supervisor.run(
                     report=lambda state: record.describe(
                         supervision=state, metrics=pipeline.metrics_addresses()
                     )
@@ -219,6 +231,7 @@ def _up(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 print("\nstopping …", file=sys.stderr)
             finally:
+                follower.stop_own()
                 if api is not None:
                     api.stop()
     except (StageFailed, JavaNotFound, KafkaJarsError) as exc:
@@ -315,13 +328,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from memstream.runtime.served import follows_the_served
     from memstream.runtime.worker import run_stage
     from streams.kafka_security import KafkaAccessError
 
     settings = _settings()
     if args.shadow or args.extractor:
+        from memstream.promotion.lineage import ShadowRefused, shadow_environment
         from memstream.runtime.pipeline import configured
-        from memstream.runtime.shadow import ShadowRefused, mark_shadow, shadow_environment
+        from memstream.runtime.shadow import mark_shadow
         from streams.settings import utc_now
 
         if not (args.shadow and args.extractor):
@@ -333,6 +348,10 @@ def _worker(args: argparse.Namespace) -> int:
         os.environ.update(environment)  # what the stage's own processes read
         mark_shadow(settings, args.shadow, args.extractor, utc_now())
         settings = configured(settings, environment)
+    elif (
+        follows_the_served(args.stage) and settings.mongodb.uri and settings.kafka.bootstrap_servers
+    ):
+        settings = _into_the_served_lineage(settings, args.stage)
     if args.stage.startswith("extract:") and (refused := _refuse_if_unready(settings)) is not None:
         return refused
     try:
@@ -341,6 +360,29 @@ def _worker(args: argparse.Namespace) -> int:
         print(f"memstream worker {args.stage}: Kafka refused it: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _into_the_served_lineage(settings: Settings, stage: str) -> Settings:
+    """The settings of the lineage the deployment serves, with a watch that ends this worker
+    when another is served (`memstream.runtime.served`)."""
+    from memstream.promotion.lineage import ShadowRefused
+    from memstream.runtime.pipeline import configured
+    from memstream.runtime.served import exit_when_switched, lineage_of_the_served
+
+    try:
+        served, environment = lineage_of_the_served(settings)
+    except ShadowRefused as exc:
+        raise SystemExit(f"memstream worker {stage}: the served shadow: {exc}") from None
+    if environment:
+        os.environ.update(environment)  # what the stage's own processes read
+        print(
+            f"memstream worker {stage}: serving the shadow {served.shadow} "
+            f"(extractor {served.extractor}, version {served.version})",
+            file=sys.stderr,
+            flush=True,
+        )
+    exit_when_switched(settings, served, stage)
+    return configured(settings, environment)
 
 
 def _schema_export(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ def live_and_shadow(name: str, extractor: str) -> tuple[Settings, dict[str, str]
     """The live settings (a database and a broker configured) and the environment that makes
     them the shadow NAME's (`memstream.runtime.shadow.shadow_environment`), or exit saying
     what is missing or refused."""
-    from memstream.runtime.shadow import ShadowRefused, shadow_environment
+    from memstream.promotion.lineage import ShadowRefused, shadow_environment
 
     live = settings_with_a_database()
     if not live.kafka.bootstrap_servers:

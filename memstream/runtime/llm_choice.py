@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from memstream.config import Settings
 
 if TYPE_CHECKING:
-    from memstream.runtime.local.llm import LocalLLMServer
+    from memstream.runtime.local.llm import LocalLLMServer, ModelSpec
 
 PROMPT_CACHE = ("--logits_all", "false", "--cache", "true", "--cache_size", str(384 << 20))
 """llama.cpp's prompt cache: each memory type's long system prompt is evaluated once, not once
@@ -57,25 +57,38 @@ def local_llm(settings: Settings, log_dir: Path) -> Iterator[LocalLLM]:
     if not wants_local_llm(settings):
         yield LocalLLM({})
         return
-    from memstream.runtime.local.llm import DEFAULT_MODEL, MODEL_ENV, MODELS, start_local_llm
+    with start_local_model(local_spec(settings), log_dir) as server:
+        yield LocalLLM(local_llm_worker_environment(server.base_url, server.model), server)
 
-    spec = DEFAULT_MODEL if settings.llm.local == "auto" else MODELS[settings.llm.local]
+
+def local_spec(settings: Settings) -> ModelSpec:
+    """The packaged model `llm.local` names (`auto`: the default one)."""
+    from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS
+
+    return DEFAULT_MODEL if settings.llm.local in ("auto", "off") else MODELS[settings.llm.local]
+
+
+def start_local_model(spec: ModelSpec, log_dir: Path) -> LocalLLMServer:
+    """Start the local server of `spec` (or of `$MEMSTREAM_LOCAL_MODEL`), saying so on stderr;
+    the caller stops it (or uses it in a `with` block)."""
+    from memstream.runtime.local.llm import MODEL_ENV, start_local_llm
+
     own = os.environ.get(MODEL_ENV)
     print(f"starting the local LLM ({own or spec.alias}) …", file=sys.stderr, flush=True)
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
-    with start_local_llm(
+    server = start_local_llm(
         spec,
         progress=_progress_printer(),
         log_path=log_dir / "local-llm.log",
         extra_args=PROMPT_CACHE,
-    ) as server:
-        print(
-            f"local LLM ready in {time.monotonic() - started:.1f}s at {server.base_url}",
-            file=sys.stderr,
-            flush=True,
-        )
-        yield LocalLLM(local_llm_worker_environment(server.base_url, server.model), server)
+    )
+    print(
+        f"local LLM ready in {time.monotonic() - started:.1f}s at {server.base_url}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return server
 
 
 def local_llm_worker_environment(base_url: str, model: str) -> dict[str, str]:

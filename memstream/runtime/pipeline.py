@@ -376,22 +376,35 @@ def running_pipeline(
     servers=infra.supervised_servers())` in the foreground (as `memstream up` does) to restart a
     crashed stage or local LLM server and to stop on a crash loop.
     """
+    from memstream.promotion.lineage import ShadowRefused
     from memstream.runtime.llm_choice import local_llm
+    from memstream.runtime.served import served_lineage_settings
 
-    with (
-        local_llm(settings, log_dir) as llm,
-        infrastructure(settings, ephemeral=ephemeral, mongo_path=mongo_path) as infra,
-    ):
-        infra.llm_server = llm.server
-        environment = {**infra.environment, **llm.environment}
-        if settings.operations.metrics_port is None:
-            environment["MEMSTREAM_METRICS_PORT"] = "0"  # each worker a free port of its own
+    with infrastructure(settings, ephemeral=ephemeral, mongo_path=mongo_path) as infra:
+        # the served lineage's extractor may run another local model (docs/architecture.md,
+        # "Promotion")
+        try:
+            served = served_lineage_settings(configured(settings, infra.environment))
+        except ShadowRefused as exc:
+            raise StageFailed(f"the served shadow cannot run: {exc}") from None
+        with local_llm(served, log_dir) as llm:
+            infra.llm_server = llm.server
+            environment = {**infra.environment, **llm.environment}
+            yield from _started(settings, environment, log_dir, infra)
+
+
+def _started(
+    settings: Settings, environment: dict[str, str], log_dir: Path, infra: Infrastructure
+) -> Iterator[tuple[Settings, Infrastructure, Pipeline]]:
+    """The topics and every stage worker, with the infrastructure's and the LLM's environment."""
+    if settings.operations.metrics_port is None:
+        environment["MEMSTREAM_METRICS_PORT"] = "0"  # each worker a free port of its own
+    settings = configured(settings, environment)
+    partitions = topic_partitions(settings.kafka, prepare_topics(settings))
+    if partitions != settings.kafka.partitions:  # topics made before, with another count
+        environment["MEMSTREAM_PARTITIONS"] = str(partitions)
         settings = configured(settings, environment)
-        partitions = topic_partitions(settings.kafka, prepare_topics(settings))
-        if partitions != settings.kafka.partitions:  # topics made before, with another count
-            environment["MEMSTREAM_PARTITIONS"] = str(partitions)
-            settings = configured(settings, environment)
-        stages = pipeline_stages(settings)
-        print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
-        with Pipeline(stages, environment, log_dir) as pipeline:
-            yield settings, infra, pipeline
+    stages = pipeline_stages(settings)
+    print(f"starting {', '.join(stages)} …", file=sys.stderr, flush=True)
+    with Pipeline(stages, environment, log_dir) as pipeline:
+        yield settings, infra, pipeline

@@ -1,7 +1,8 @@
 """A shadow extractor: another named extractor run over the live log into a read model of its own
 (docs/architecture.md, "Re-extraction").
 
-A shadow named NAME is the live deployment seen through a few settings (`shadow_environment`):
+A shadow named NAME is the live deployment seen through a few settings
+(`memstream.promotion.lineage.shadow_environment`):
 
 * its memory types' stages and its projector join consumer groups of their own
   (`<group prefix>shadow.NAME.…`: a name has no dot, so no shadow's prefix begins another's),
@@ -19,7 +20,6 @@ shadow is a whole read model, built by the same code, ids and ordering rules as 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -28,38 +28,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.config import KafkaSettings, Settings
-from memstream.extractors import DEFAULT_EXTRACTOR
-
-SHADOW_NAME = r"^[A-Za-z0-9_-]{1,40}$"
-"""A shadow's name: its read model's database, a part of its topics' and groups' names."""
-
-
-class ShadowRefused(ValueError):
-    """The shadow cannot be made as asked (its name, its extractor); nothing was started."""
-
-
-def shadow_environment(settings: Settings, name: str, extractor: str) -> dict[str, str]:
-    """The environment that turns the live `settings` into the shadow NAME's (module doc)."""
-    if re.fullmatch(SHADOW_NAME, name) is None:
-        raise ShadowRefused(f"{name!r} is not a shadow name (letters, digits, _ and -; up to 40)")
-    mongodb = settings.mongodb
-    if name in (mongodb.database, mongodb.keys_database_name):
-        raise ShadowRefused(
-            f"{name!r} is the live deployment's database: a shadow needs a database of its own"
-        )
-    if extractor != DEFAULT_EXTRACTOR and extractor not in settings.extractors:
-        declared = ", ".join(settings.extractors) or "none"
-        raise ShadowRefused(
-            f"extractor {extractor!r} is not declared under extractors (declared: {declared})"
-        )
-    kafka = settings.kafka
-    return {
-        "MEMSTREAM_EXTRACTOR": extractor,
-        "MONGODB_DATABASE": name,
-        "MEMSTREAM_KEYS_DATABASE": mongodb.keys_database_name,
-        "MEMSTREAM_GROUP_PREFIX": f"{kafka.group_prefix}shadow.{name}.",
-        "MEMSTREAM_RESULTS_TOPIC_PREFIX": f"{kafka.topic_prefix}shadow.{name}.",
-    }
 
 
 def shadow_stages(shadow: Settings) -> list[str]:
@@ -151,12 +119,14 @@ def mark_shadow(live: Settings, name: str, extractor: str, now: datetime) -> Non
         client.close()
 
 
-def is_a_shadow(live: Settings, name: str) -> bool:
-    """Whether the database `name` carries a shadow's mark."""
+def shadow_extractor(live: Settings, name: str) -> str | None:
+    """The extractor the shadow `name` was made with (its mark), or None when `name` is not a
+    shadow."""
     from pymongo import MongoClient
 
     client: MongoClient[dict[str, Any]] = MongoClient(live.mongodb.uri, tz_aware=True)
     try:
-        return client[name][SHADOW_MARK].find_one({"_id": SHADOW_MARK}) is not None
+        mark = client[name][SHADOW_MARK].find_one({"_id": SHADOW_MARK})
     finally:
         client.close()
+    return None if mark is None else str(mark["extractor"])

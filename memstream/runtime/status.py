@@ -29,6 +29,8 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from memstream.config import Settings
+from memstream.promotion.lineage import deployment_database
+from memstream.promotion.pointer import read_served
 from memstream.runtime.llm_choice import wants_local_llm
 from memstream.runtime.pipeline import pipeline_stages
 from memstream.runtime.preflight import problems
@@ -141,7 +143,13 @@ def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
         ):
             reason = f"{letter['stage']}: {str(letter['reason']).split(':')[0][:80]}"
             letters[reason] = letters.get(reason, 0) + 1
+        served = read_served(client[deployment_database(settings)])
         found: dict[str, Any] = {
+            "served": {
+                "read_model": served.shadow or settings.mongodb.database,
+                "extractor": served.extractor or settings.extractor,
+                "version": served.version,
+            },
             "sessions_with_open_windows": len(open_sessions),
             "snapshots_waiting": waiting,
             "dead_letters": letters,
@@ -232,6 +240,12 @@ def format_status(report: dict[str, Any]) -> str:
     for stage, topics in (report.get("consumer_lag") or {}).items():
         lag = ", ".join(f"{topic} {count}" for topic, count in topics.items())
         lines.append(f"lag {stage}: {lag}")
+    if "served" in report:
+        served = report["served"]
+        lines.append(
+            f"served: {served['read_model']} (extractor {served['extractor']}, "
+            f"version {served['version']})"
+        )
     if "sessions_with_open_windows" in report:
         lines.append(f"sessions with open windows: {report['sessions_with_open_windows']}")
         waiting = ", ".join(f"{t} {n}" for t, n in report["snapshots_waiting"].items())

@@ -5,7 +5,9 @@ give up on a crash loop.
 worker
 that dies -- an uncaught error, the OOM killer, a SIGKILL -- used to go unnoticed: `up` slept on
 while that stage's partitions were processed by nobody. :class:`Supervisor` watches the processes
-and treats every exit of a stage that should be running as a crash, whatever its exit code.
+and treats every exit of a stage that should be running as a crash, whatever its exit code, but
+one: a live stage's worker that exits with `memstream.runtime.served.SWITCHED_EXIT` left for the
+read model `memstream promote` switched to, and is started again at once, no crash counted.
 
 What happens after a crash is decided by :meth:`RestartPolicy.decide`, a pure function of what the
 policy remembers of the stage and the crash's times (no clock is read there). In order:
@@ -68,6 +70,7 @@ from tenacity import RetryCallState, Retrying
 from tenacity.wait import wait_base, wait_exponential_jitter
 
 from memstream.runtime.pipeline import Pipeline, StageFailed
+from memstream.runtime.served import SWITCHED_EXIT
 from memstream.runtime.servers import LoopbackServer
 
 log = logging.getLogger(__name__)
@@ -233,10 +236,13 @@ class Supervisor:
         servers: Mapping[str, LoopbackServer] | None = None,
         clock: Callable[[], float] = time.monotonic,
         interval: float = 0.5,
+        on_switch: Callable[[], None] | None = None,
     ) -> None:
         """`servers` (name: running server) are supervised beside the stages, e.g.
-        ``{"local-llm": server}``."""
+        ``{"local-llm": server}``. `on_switch` is called before a stage that left for the newly
+        served lineage is started again (`memstream.runtime.served.LocalModelFollower`)."""
         self.pipeline = pipeline
+        self.on_switch = on_switch
         self.policy = policy or RestartPolicy()
         self.clock = clock
         self.interval = interval
@@ -269,6 +275,8 @@ class Supervisor:
             if name in self._due:
                 if now >= self._due[name]:
                     self._restart(name, member, now)
+            elif not member.running and self._left_for_the_served(name, member):
+                self._switched(name, now)
             elif not member.running:
                 self._crashed(name, member, now, describe_exit(member.returncode))
             elif name in self._recovering and member.is_ready():
@@ -323,6 +331,27 @@ class Supervisor:
             decision.attempt,
         )
         self._due[name] = now + decision.delay
+
+    def _left_for_the_served(self, name: str, member: Supervised) -> bool:
+        return name not in self.servers and member.returncode == SWITCHED_EXIT
+
+    def _switched(self, name: str, now: float) -> None:
+        """A live stage's worker left for the newly served lineage: start it again at once, no
+        crash counted (`memstream.runtime.served`)."""
+        self._recovering.discard(name)
+        self._changes += 1
+        self.last_exit[name] = "left for the newly served read model"
+        log.warning("%s left for the newly served read model; starting it again", name)
+        if self.on_switch is not None:
+            self.on_switch()
+        self._due[name] = now
+
+    def replace_server(self, name: str, server: LoopbackServer) -> None:
+        """Supervise `server` as `name` from now on, in place of the one before (which the
+        caller stops afterwards: its exit is no longer watched)."""
+        self.servers[name] = self.members[name] = SupervisedServer(server)
+        self._due.pop(name, None)
+        self._recovering.discard(name)
 
     def _restart(self, name: str, member: Supervised, now: float) -> None:
         del self._due[name]

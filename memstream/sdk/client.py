@@ -62,6 +62,7 @@ from memstream.sdk.results import (
     consolidation_complete,
 )
 from memstream.sdk.search_filters import SearchFilters, as_filters
+from memstream.sdk.served import ServedReadModels
 from streams.settings import Clock, utc_now
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class _Connections:
 
     producer: EventProducer
     keys: ClientKeys
-    reads: ReadModel | None = None
+    reads: ServedReadModels | None = None
     embedder: Embedder | None = None
 
 
@@ -246,7 +247,7 @@ class MemoryClient:
         Raises `MemoryNotFound` (nothing is sent) when the read model has no such memory for
         the user — also once it has been forgotten."""
         user = self._memory_user(user_id)
-        memory_type = await self._read.memory_type_of(user, memory_id)
+        memory_type = await (await self._reads()).memory_type_of(user, memory_id)
         if memory_type is None:
             raise MemoryNotFound(f"user {user!r} has no memory {memory_id!r}")
         request = MemoryForgotten(
@@ -308,7 +309,7 @@ class MemoryClient:
     async def erasures(self, user_id: str) -> list[ErasureReceipt]:
         """The user's erasure receipts, newest first, each with `complete` (every stage that
         must act on the request has left its step; `handlers.erasure_receipts`)."""
-        found = await self._read.erasures(self._memory_user(user_id))
+        found = await (await self._reads()).erasures(self._memory_user(user_id))
         partitions, types = self.settings.kafka.partitions, len(self.settings.memory.types)
         return [
             cast(ErasureReceipt, with_progress(receipt, partitions, types)) for receipt in found
@@ -317,7 +318,7 @@ class MemoryClient:
     async def erasure(self, request_id: str) -> ErasureReceipt | None:
         """One request's receipt, with `complete` (`None`: no step has been projected yet, or
         the receipt is another user's than this client may read)."""
-        found = await self._read.erasure(request_id)
+        found = await (await self._reads()).erasure(request_id)
         if found is None or "kind" not in found:  # a receipt an older projector began bare
             return None
         if not self._may_read(found["user_id"]):
@@ -352,7 +353,7 @@ class MemoryClient:
         `MemoryNotFound` (nothing is sent) when the read model has no such memory for the
         user."""
         user = self._memory_user(user_id)
-        memory_type = await self._read.memory_type_of(user, memory_id)
+        memory_type = await (await self._reads()).memory_type_of(user, memory_id)
         if memory_type is None:
             raise MemoryNotFound(f"user {user!r} has no memory {memory_id!r}")
         request = MemoryRollbackRequested(
@@ -371,7 +372,7 @@ class MemoryClient:
 
     async def rollback_result(self, user_id: str, rollback_id: str) -> Rollback | None:
         """What the rollback `rollback_id` did (None: not decided and projected yet)."""
-        return await self._read.rollback(self._memory_user(user_id), rollback_id)
+        return await (await self._reads()).rollback(self._memory_user(user_id), rollback_id)
 
     async def wait_for_rollback(
         self, user_id: str, rollback_id: str, timeout: float = 60.0
@@ -420,7 +421,9 @@ class MemoryClient:
     ) -> list[Consolidation]:
         """The runs of the consolidation `consolidation_id` decided and projected so far, one
         per memory type."""
-        return await self._read.consolidation(self._memory_user(user_id), consolidation_id)
+        return await (await self._reads()).consolidation(
+            self._memory_user(user_id), consolidation_id
+        )
 
     async def wait_for_consolidation(
         self, user_id: str, consolidation_id: str, timeout: float = 60.0
@@ -452,7 +455,7 @@ class MemoryClient:
     ) -> list[Memory]:
         """The user's current memories, newest first; every version with `history=True`; the
         state at a past time with `as_of` (which version was current, reinforcements then)."""
-        return await self._read.memories(
+        return await (await self._reads()).memories(
             self._memory_user(user_id),
             memory_type=memory_type,
             history=history,
@@ -463,7 +466,7 @@ class MemoryClient:
     async def history(self, user_id: str, memory_id: str) -> list[MemoryVersion]:
         """Every version of one memory, oldest first, each with the event that made it
         (`created_by`) and the events that reinforced it (`reinforced_by`)."""
-        return await self._read.history(self._memory_user(user_id), memory_id)
+        return await (await self._reads()).history(self._memory_user(user_id), memory_id)
 
     async def search(
         self,
@@ -480,7 +483,7 @@ class MemoryClient:
         (`SearchFilters`)."""
         embedder = await self._query_embedder()
         (vector,) = await asyncio.to_thread(embedder.embed, [query])
-        return await self._read.search(
+        return await (await self._reads()).search(
             self._memory_user(user_id),
             query,
             vector,
@@ -531,7 +534,9 @@ class MemoryClient:
 
     async def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Turn]:
         """Short-term memory: the session's latest turns, oldest first."""
-        return await self._read.recent_turns(self._memory_user(user_id), session_id, limit)
+        return await (await self._reads()).recent_turns(
+            self._memory_user(user_id), session_id, limit
+        )
 
     async def session_history(
         self, user_id: str, session_id: str, *, max_chars_per_message: int = 500, snapshots: int = 5
@@ -539,7 +544,7 @@ class MemoryClient:
         """The session so far, rendered for an LLM prompt: the last `snapshots` promoted
         snapshots' raw history (L1_RAW), then the turns not promoted yet; assistant and other
         speakers' messages cut to `max_chars_per_message`, the user's own kept whole."""
-        return await self._read.session_history(
+        return await (await self._reads()).session_history(
             self._memory_user(user_id),
             session_id,
             max_chars_per_message=max_chars_per_message,
@@ -549,19 +554,19 @@ class MemoryClient:
     async def snapshots(self, user_id: str, session_id: str | None = None) -> list[Snapshot]:
         """Promotion audit: the user's snapshots, with their rendered raw history and what each
         memory type's extraction did (`extractions.<type>`)."""
-        return await self._read.snapshots(self._memory_user(user_id), session_id)
+        return await (await self._reads()).snapshots(self._memory_user(user_id), session_id)
 
     async def saves(self, user_id: str) -> list[Save]:
         """What the user's direct saves did (memory ids, actions, cost), newest first."""
-        return await self._read.saves(self._memory_user(user_id))
+        return await (await self._reads()).saves(self._memory_user(user_id))
 
     async def profile(self, user_id: str) -> Profile | None:
         """The L0 basic profile of the user (never other people's facts)."""
-        return await self._read.profile(self._memory_user(user_id))
+        return await (await self._reads()).profile(self._memory_user(user_id))
 
     async def llm_usage(self, user_id: str) -> dict[str, LlmUsage]:
         """LLM calls and tokens per memory type for the user's snapshots and saves."""
-        return await self._read.llm_usage(self._memory_user(user_id))
+        return await (await self._reads()).llm_usage(self._memory_user(user_id))
 
     def events(
         self, user_id: str, *, since: int | datetime | None = None, follow: bool = False
@@ -577,10 +582,11 @@ class MemoryClient:
     ) -> AsyncIterator[MemoryEvent]:
         from memstream.sdk.event_feed import memory_events
 
-        erased = await self._read.erased_memory_ids(user_id)
+        erased = await (await self._reads()).erased_memory_ids(user_id)
         keys = await asyncio.to_thread(self._shared.keys.ring_if_configured)
+        served = await self._served().settings()
         async for event in memory_events(
-            self.settings.kafka, user_id, since=since, follow=follow, erased=erased, keys=keys
+            served.kafka, user_id, since=since, follow=follow, erased=erased, keys=keys
         ):
             yield event
 
@@ -590,15 +596,14 @@ class MemoryClient:
     def _producer(self) -> EventProducer:
         return self._shared.producer
 
-    @property
-    def _read(self) -> ReadModel:
+    def _served(self) -> ServedReadModels:
         if self._shared.reads is None:
-            if not self.settings.mongodb.uri:
-                raise ValueError("MONGODB_URI is not set (is `memstream up` running?)")
-            self._shared.reads = ReadModel(
-                self.settings.mongodb.uri, self.settings.mongodb.database
-            )
+            self._shared.reads = ServedReadModels(self.settings)
         return self._shared.reads
+
+    async def _reads(self) -> ReadModel:
+        """The read model the deployment serves (`memstream.sdk.served`)."""
+        return await self._served().read_model()
 
     async def _query_embedder(self) -> Embedder:
         if self._shared.embedder is None:

@@ -78,7 +78,17 @@ EXAMPLES: dict[str, Any] = {
     "MemoriesForgotten": lambda: _memories_forgotten(),
     "MemoryExpired": lambda: _memory_expired(),
     "MemoryAdded/expiring": lambda: f.memory_added(expires_at=f.CLOCK),
+    "ReadModelSwitched": lambda: _switched(),
+    "ReadModelSwitched/back": lambda: _switched(back=True),
 }
+
+
+def _switched(back: bool = False) -> Any:
+    from handlers.serving import LIVE, fold, promotion, return_to_replaced
+
+    asked = {"configured_extractor": "default", "requested_by": "cli:ops", "now": f.CLOCK}
+    promoted = promotion(LIVE, "memstream_v2", "v2", reason="v2 finds more", **asked)
+    return return_to_replaced(fold([promoted]), reason="", **asked) if back else promoted
 
 
 def _memory_expired() -> Any:

@@ -18,7 +18,7 @@ import pytest
 
 from memstream.cli.replay import COMPARED, differences
 from memstream.config import Settings
-from memstream.runtime.shadow import ShadowRefused, shadow_environment
+from memstream.promotion.lineage import ShadowRefused, shadow_environment
 from memstream.sdk.client import MemoryClient
 from tests.memstream.cli.test_memories import memstream
 from tests.support.pipeline import PipelineHarness, copy_turns, eventually

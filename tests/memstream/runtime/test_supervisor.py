@@ -230,6 +230,40 @@ def test_a_stage_that_keeps_crashing_is_given_up_on_and_every_stage_stopped(
     assert time.monotonic() - started < 15
 
 
+LEAVER = """
+import pathlib, sys, time
+ready, stage, path = sys.argv[1:]
+print(ready, stage, file=sys.stderr, flush=True)
+runs_file = pathlib.Path(path)
+runs = int(runs_file.read_text()) + 1 if runs_file.exists() else 1
+runs_file.write_text(str(runs))
+if runs == 1:
+    time.sleep(0.3)
+    sys.exit(75)  # memstream.runtime.served.SWITCHED_EXIT
+time.sleep(60)
+"""
+
+
+def test_a_stage_that_left_for_the_served_lineage_is_started_again_at_once_without_a_crash(
+    tmp_path: Path,
+) -> None:
+    runs = str(tmp_path / "leaver.runs")
+    switches: list[float] = []
+    with Pipeline(
+        ["leaver"],
+        {},
+        tmp_path / "logs",
+        commands={"leaver": [sys.executable, "-c", LEAVER, READY_MARKER, "leaver", runs]},
+    ) as pipeline:
+        # FAIL_FAST gives up at the first crash: leaving for the served lineage is none
+        sup = Supervisor(pipeline, FAIL_FAST, interval=0.05, on_switch=lambda: switches.append(1))
+        leaver = pipeline.processes["leaver"]
+        supervise_until(sup, lambda: sup.restarts["leaver"] == 1 and leaver.is_ready())
+        assert len(switches) == 1
+        assert sup.state()["leaver"]["last_exit"] == "left for the newly served read model"
+        assert sup.history["leaver"].streak == 0
+
+
 STUBBORN = """
 import signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)

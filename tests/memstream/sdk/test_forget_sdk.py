@@ -34,6 +34,9 @@ class Reads:
         self.memories = memories
         self.receipts = receipts
 
+    async def read_model(self) -> Reads:  # the served read model (memstream.sdk.served)
+        return self
+
     async def memory_type_of(self, user_id: str, memory_id: str) -> str | None:
         return self.memories.get((user_id, memory_id))
 
