@@ -166,7 +166,7 @@ def _stop_on_signals() -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from memstream.runtime.pipeline import StageFailed, running_pipeline
+    from memstream.runtime.pipeline import StageFailed, configured, running_pipeline
     from memstream.runtime.served import LocalModelFollower
     from memstream.runtime.servers import JavaNotFound, KafkaJarsError
     from memstream.runtime.servers.leftovers import AlreadyRunning, RunRecord
@@ -215,7 +215,7 @@ def _up(args: argparse.Namespace) -> int:
             # restarts crashed stages and the local LLM; raises when one keeps failing
             supervisor = Supervisor(pipeline, servers=infra.supervised_servers())
             follower = LocalModelFollower(
-                running,
+                configured(settings, infra.environment),  # as configured: no local LLM's address
                 pipeline,
                 infra.llm_server,
                 settings.data_dir / "logs",

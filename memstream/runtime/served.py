@@ -111,7 +111,11 @@ class LocalModelFollower:
     that runs another packaged model (`extractors.NAME.local_model`), the new model's server is
     started, the workers' environment pointed at it, the supervisor given it in place of the old
     one, and the old one stopped, before the workers that left start again
-    (`memstream.runtime.supervisor.Supervisor`'s `on_switch`)."""
+    (`memstream.runtime.supervisor.Supervisor`'s `on_switch`).
+
+    `settings` are the deployment's as configured, with the broker's and the database's
+    addresses but not the local LLM's: with its address they would name an endpoint, and no
+    lineage would want a local model."""
 
     def __init__(
         self,

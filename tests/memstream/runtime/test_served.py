@@ -144,5 +144,10 @@ def test_ups_local_llm_follows_a_promoted_extractors_model_before_the_workers_st
     follower()  # looked at again: already following
     assert len(started) == 1
 
+    lineage["now"] = settings  # back to the live lineage: its model again
+    follower()
+    assert [server.model for server in started] == [small.model, large.model]
+    assert small.stopped and replaced[-1] == ("local-llm", started[-1])
+
     follower.stop_own()
-    assert small.stopped
+    assert started[-1].stopped
