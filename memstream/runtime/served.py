@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tenacity import RetryCallState
+
 from handlers.serving import Served
 from memstream.config import Settings
 from memstream.promotion.lineage import deployment_database, served_environment
@@ -55,9 +57,26 @@ def follows_the_served(stage: str) -> bool:
 def lineage_of_the_served(settings: Settings) -> tuple[Served, dict[str, str]]:
     """The served lineage (the fold of the serving topic, stored) and the environment that
     turns the deployment's settings into its."""
+    from aiokafka.errors import KafkaError
+    from pymongo.errors import PyMongoError
+    from tenacity import Retrying, retry_if_exception_type, wait_exponential
+
     from memstream.promotion.switches import synced
 
-    served = asyncio.run(synced(settings))
+    def waiting(state: RetryCallState) -> None:
+        log.warning(
+            "waiting for the broker and the database to look up the served read model: %s",
+            state.outcome.exception() if state.outcome else None,
+        )
+
+    for attempt in Retrying(  # an outage at start is waited out, never a crash
+        retry=retry_if_exception_type((PyMongoError, KafkaError, OSError)),
+        wait=wait_exponential(multiplier=1, max=15),
+        before_sleep=waiting,
+        reraise=True,
+    ):
+        with attempt:
+            served = asyncio.run(synced(settings))
     return served, served_environment(settings, served)
 
 

@@ -151,3 +151,23 @@ def test_ups_local_llm_follows_a_promoted_extractors_model_before_the_workers_st
 
     follower.stop_own()
     assert started[-1].stopped
+
+
+def test_a_live_worker_waits_out_an_outage_before_it_knows_the_served_lineage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pymongo.errors import AutoReconnect
+
+    import memstream.promotion.switches as switches
+
+    answers: list[Any] = [AutoReconnect("the database is restarting"), OSError("refused"), LIVE]
+
+    async def synced(_: Settings) -> Served:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(switches, "synced", synced)
+    served, environment = served_module.lineage_of_the_served(deployment(tmp_path))
+    assert (served, environment, answers) == (LIVE, {}, [])
