@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -221,6 +222,19 @@ def unprojected_turns(pipeline: PipelineHarness) -> set[str]:
     named = {t for s in pipeline.snapshots() for t in s.get("turn_ids", [])}
     projected = {t["_id"] for t in pipeline.db["turns"].find({}, {"_id": 1})}
     return named - projected
+
+
+def test_the_promote_flow_output_is_what_the_committed_run_printed() -> None:
+    """The README's output of `reextract`, `compare` and `promote` with the packaged models is
+    copied from `bench/promote_flow.json` (`python -m bench.promote_flow`), line for line."""
+    printed = {
+        line
+        for step in json.loads((ROOT / "bench" / "promote_flow.json").read_text())["steps"]
+        for line in step["stdout"].splitlines()
+    }
+    shown = documented_example("promote-flow", "text").splitlines()
+    assert len(shown) >= 8
+    assert [line for line in shown if line != "..." and line not in printed] == []
 
 
 def test_the_scripts_the_pages_name_exist() -> None:

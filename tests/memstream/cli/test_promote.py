@@ -17,7 +17,7 @@ from memstream.runtime.supervisor import Supervisor
 from memstream.sdk.client import MemoryClient
 from memstream.sdk.served import RECHECK_SECONDS
 from tests.memstream.cli.test_memories import memstream
-from tests.memstream.cli.test_reextract import EXTRACTORS, SAID, by_extractor, reextract
+from tests.memstream.cli.test_reextract import SAID, live_with_tims_memory, reextract
 from tests.support.pipeline import PipelineHarness, eventually, read_topic
 
 pytestmark = pytest.mark.integration
@@ -51,11 +51,7 @@ def restarted_into_the_served(live: PipelineHarness) -> None:
 def test_promote_switches_reads_and_the_live_extractor_and_back_restores_both(
     pipeline_factory: Any,
 ) -> None:
-    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
-    live.llm.on("You extract facts", by_extractor)
-    live.record("tim", "s1", [{"role": "user", "content": SAID}])
-    live.flush("tim", "s1")
-    eventually(lambda: live.memories(user_id="tim"), lambda m: len(m) == 1, what="live memory")
+    live = live_with_tims_memory(pipeline_factory)
     shadow = f"{live.settings.mongodb.database}_v2"
     reextract(live, shadow)
     shadow_db = live.db.client[shadow]

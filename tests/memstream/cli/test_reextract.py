@@ -54,6 +54,17 @@ def by_extractor(body: dict[str, Any]) -> dict[str, Any]:
     return SHADOW if body.get("model") == "shadow-model" else LIVE
 
 
+def live_with_tims_memory(pipeline_factory: Any) -> PipelineHarness:
+    """A live pipeline (extractor `default`, `v2` declared) once tim's first session is a
+    memory: where he lives."""
+    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
+    live.llm.on("You extract facts", by_extractor)
+    live.record("tim", "s1", [{"role": "user", "content": SAID}])
+    live.flush("tim", "s1")
+    eventually(lambda: live.memories(user_id="tim"), lambda m: len(m) == 1, what="live memory")
+    return live
+
+
 def read_model(pipeline: PipelineHarness, database: str | None = None) -> dict[str, list[Any]]:
     db = pipeline.db if database is None else pipeline.db.client[database]
     return {name: sorted(db[name].find(), key=lambda d: str(d["_id"])) for name in COMPARED}
@@ -63,11 +74,7 @@ def read_model(pipeline: PipelineHarness, database: str | None = None) -> dict[s
 def test_reextraction_makes_the_shadow_a_fresh_pipeline_would_and_leaves_live_untouched(
     pipeline_factory: Any,
 ) -> None:
-    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
-    live.llm.on("You extract facts", by_extractor)
-    live.record("tim", "s1", [{"role": "user", "content": SAID}])
-    live.flush("tim", "s1")
-    eventually(lambda: live.memories(user_id="tim"), lambda m: len(m) == 1, what="live memory")
+    live = live_with_tims_memory(pipeline_factory)
     before = read_model(live)
 
     shadow = f"{live.settings.mongodb.database}_v2"
@@ -214,11 +221,7 @@ def test_a_shadow_stage_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubl
 def test_a_following_shadow_extracts_new_sessions_and_forgets_with_the_live_one(
     pipeline_factory: Any,
 ) -> None:
-    live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
-    live.llm.on("You extract facts", by_extractor)
-    live.record("tim", "s1", [{"role": "user", "content": SAID}])
-    live.flush("tim", "s1")
-    eventually(lambda: live.memories(user_id="tim"), lambda m: len(m) == 1, what="live memory")
+    live = live_with_tims_memory(pipeline_factory)
     name = f"{live.settings.mongodb.database}_follow"
     shadow = live.db.client[name]
     command = ["reextract", "--extractor", "v2", "--into", name, "--follow"]
