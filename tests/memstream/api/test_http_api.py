@@ -209,9 +209,11 @@ def test_a_key_over_its_rate_gets_429_with_retry_after_and_other_keys_do_not(
 ) -> None:
     key = api.create_key("limited", "application", "rate", user_prefix="rate-", rate_limit=3)
     headers = {"Authorization": f"Bearer {key}"}
-    answers = [httpx.get(f"{api.url}/v1/status", headers=headers, timeout=10) for _ in range(5)]
+    answers = [httpx.get(f"{api.url}/v1/status", headers=headers, timeout=10) for _ in range(7)]
     codes = [answer.status_code for answer in answers]
-    # A minute boundary between the requests would reset the count: at most two windows.
+    # A minute boundary between the requests resets the count: in at most two windows, 3 + 3
+    # are allowed, so the seventh is refused whatever the clock (5 requests all passed in CI,
+    # split 3 + 2 by a boundary).
     assert codes.count(429) >= 1 and codes.count(200) <= 6
     refused = next(answer for answer in answers if answer.status_code == 429)
     assert 1 <= int(refused.headers["Retry-After"]) <= 60

@@ -14,7 +14,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -49,6 +49,8 @@ class Outcome:
     observed: Observed
     produced: int
     resent: int
+    afterwards: Any = None
+    """What `run_faults`' `afterwards` returned (run on the settled pipeline, before it stops)."""
 
     def summary(self) -> dict[str, Any]:
         kills = [f for f in self.faults if f["fault"] == "kill"]
@@ -232,33 +234,39 @@ class FaultRun:
         return self.observe(with_log=True)
 
     def observe(self, *, with_log: bool) -> Observed:
-        db = self.target.harness.db
-        observed = Observed(
-            snapshots=list(db["snapshots"].find()),
-            turns=list(db["turns"].find({}, {"snapshot_id": 1, "user_id": 1})),
-            memories=list(db["memories"].find({}, {"embedding": 0, "evidence": 0})),
-            memory_events=list(db["memory_events"].find({}, {"event": 0})),
-            dead_letters=list(db["dead_letters"].find()),
-        )
-        if with_log:
-            observed.results = asyncio.run(self._results())
-        return observed
+        harness = self.target.harness
+        return observe(harness.db, harness.settings.kafka if with_log else None, harness)
 
-    async def _results(self) -> list[tuple[str, bytes]]:
-        from events.codec import decode
-        from handlers.sealed_events import opener
 
-        kafka = self.target.harness.settings.kafka
-        records = await read_topic(
-            kafka.bootstrap_servers or "", kafka.topics.memories, kafka.partitions
-        )
-        results: list[tuple[str, bytes]] = []
-        for record in records:
-            if record.value and b'"SnapshotExtracted"' in record.value:
-                event = decode(record.value, opener(self.target.harness.key_ring()))
-                if isinstance(event, SnapshotExtracted):
-                    results.append((event.event_id, record.value))
-        return results
+def observe(db: Any, kafka: Any, harness: PipelineHarness) -> Observed:
+    """What a read model holds, and (given the Kafka settings whose memories topic to read)
+    every extraction result record in the log, opened with the harness's data keys."""
+    observed = Observed(
+        snapshots=list(db["snapshots"].find()),
+        turns=list(db["turns"].find({}, {"snapshot_id": 1, "user_id": 1})),
+        memories=list(db["memories"].find({}, {"embedding": 0, "evidence": 0})),
+        memory_events=list(db["memory_events"].find({}, {"event": 0})),
+        dead_letters=list(db["dead_letters"].find()),
+    )
+    if kafka is not None:
+        observed.results = asyncio.run(_results(kafka, harness))
+    return observed
+
+
+async def _results(kafka: Any, harness: PipelineHarness) -> list[tuple[str, bytes]]:
+    from events.codec import decode
+    from handlers.sealed_events import opener
+
+    records = await read_topic(
+        kafka.bootstrap_servers or "", kafka.topics.memories, kafka.partitions
+    )
+    results: list[tuple[str, bytes]] = []
+    for record in records:
+        if record.value and b'"SnapshotExtracted"' in record.value:
+            event = decode(record.value, opener(harness.key_ring()))
+            if isinstance(event, SnapshotExtracted):
+                results.append((event.event_id, record.value))
+    return results
 
 
 def _turn_event(session: Session, turn: Turn) -> bytes:
@@ -318,6 +326,7 @@ def run_faults(
     workers_per_stage: int = 1,
     memory_type: str = "semantic",
     config: str = "",
+    afterwards: Callable[[Target, Outcome], Any] | None = None,
 ) -> Outcome:
     """Start a pipeline (fresh topics, groups and database) with a scripted LLM answering for
     `workload` and `workers_per_stage` workers of each busy stage, play `faults` at seeded
@@ -354,9 +363,12 @@ def run_faults(
                 for _ in range(workers_per_stage - 1):
                     start_worker(target, stage)
             schedule = spread(rng, faults, produce_seconds)
-            return FaultRun(target, workload, malformed, produce_seconds).execute(
+            outcome = FaultRun(target, workload, malformed, produce_seconds).execute(
                 schedule, settle_timeout=settle_timeout
             )
+            if afterwards is not None:
+                outcome.afterwards = afterwards(target, outcome)
+            return outcome
         finally:
             for extra in target.extra_workers:
                 extra.stop()
