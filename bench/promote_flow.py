@@ -51,6 +51,16 @@ NEW_SESSION = [
 TIMEOUT = 1800.0
 
 
+def user_environment() -> dict[str, str]:
+    """This process's environment without memstream's own settings (an LLM endpoint, a broker,
+    a database, any `MEMSTREAM_*`): a fresh user's shell, whatever ran the benchmark."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OPENAI_", "MEMSTREAM_", "KAFKA_", "MONGODB_"))
+    }
+
+
 def start_up(
     environment: dict[str, str], log: Path, *options: str
 ) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
@@ -167,11 +177,7 @@ def flow(scratch: Path) -> dict[str, Any]:
     config.write_text(CONFIG, encoding="utf-8")
     data_dir = scratch / "data"
     log = scratch / "up.log"
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("OPENAI_", "MEMSTREAM_", "KAFKA_", "MONGODB_"))
-    }
+    environment = user_environment()
     environment |= {"MEMSTREAM_CONFIG": str(config), "MEMSTREAM_DATA_DIR": str(data_dir)}
     up, exports = start_up(environment, log)
     environment |= exports

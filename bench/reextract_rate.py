@@ -24,17 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from bench.promote_flow import start_up
+from bench.promote_flow import memstream, start_up, user_environment
 from bench.scale_workload import conversation, token_for, user_id
 from bench.stub_llm import StubLLMServer, calls_made
 
@@ -81,11 +78,7 @@ def measure(scratch: Path, users: int) -> dict[str, Any]:
     config = scratch / "project-config.yaml"
     config.write_text(CONFIG, encoding="utf-8")
     with StubLLMServer(scratch / "llm", chat_delay=CHAT_SECONDS) as llm:
-        environment = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("OPENAI_", "MEMSTREAM_", "KAFKA_", "MONGODB_"))
-        }
+        environment = user_environment()
         environment |= {
             "MEMSTREAM_CONFIG": str(config),
             "MEMSTREAM_DATA_DIR": str(scratch / "data"),
@@ -112,21 +105,16 @@ def measure(scratch: Path, users: int) -> dict[str, Any]:
             live_seconds = time.monotonic() - started
             live = llm.stats()
             llm.reset()
-            command = ["reextract", "--extractor", "v2", "--into", "rate_v2", "--json"]
-            run = subprocess.run(
-                [sys.executable, "-m", "memstream", *command],
-                env=environment,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
+            run = memstream(
+                environment, "reextract", "--extractor", "v2", "--into", "rate_v2", "--json"
             )
-            if run.returncode != 0:
-                raise RuntimeError(f"reextract failed:\n{run.stderr[-3000:]}")
+            if run["exit"] != 0:
+                raise RuntimeError(f"reextract did not finish: {run['stdout']}")
             again = llm.stats()
         finally:
             up.send_signal(signal.SIGINT)
             up.wait(180)
-    result = json.loads(run.stdout)
+    result = json.loads(run["stdout"])
     chats = calls_made(live)["chat"], calls_made(again)["chat"]
     if result["current_memories"] < users or chats[0] != chats[1]:
         raise RuntimeError(f"not the same work: {result}; chat calls live, again: {chats}")
