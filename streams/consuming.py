@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from functools import partial
 from typing import Any, cast
 
 import faust
-from faust.types import TP, EventT
+from faust.types import TP, EventT, Message
 
 from streams.concurrency import KeyedTasks
 from streams.metrics import RECORDS_IN
@@ -48,11 +48,35 @@ async def apply_batches(
     """Apply the stream in batches: `apply(records)` writes their effects and stores their
     progress (the events are acknowledged when it returns)."""
     async for events in cast(faust.Stream[bytes], stream).take_events(max_records, within):
-        records = await guard.admitted([InputRecord.from_event(event) for event in events])
+        delivered = [InputRecord.from_event(event) for event in events]
+        records = await guard.admitted(delivered)
         RECORDS_IN.labels(guard.stage).inc(len(records))
         if records:
             with guard.working():
                 await apply(records)
+            read_back = set(records).difference(delivered)
+            acknowledge_read_back(stream.app.consumer, read_back)
+
+
+def acknowledge_read_back(consumer: Any, records: Iterable[InputRecord]) -> None:
+    """Acknowledge to Faust's consumer the records the partition guard read back from the log
+    and the stage applied. Faust commits a partition only up to its first unacknowledged offset,
+    and it never delivered these: unacknowledged, they would hold the group's commit below them
+    for good (docs/architecture.md, "Stages", the partition guard). `Consumer.ack` takes a
+    message; one made for the record's position is what Faust keeps of it."""
+    for record in records:
+        message = Message(
+            record.topic,
+            record.partition,
+            record.offset,
+            timestamp=0.0,
+            timestamp_type=0,
+            headers=None,
+            key=record.key,
+            value=record.value,
+            checksum=None,
+        )
+        consumer.ack(message)
 
 
 class ConcurrentRecords:
@@ -94,6 +118,8 @@ class ConcurrentRecords:
                 await self.progress.store({record.tp: reached})
         if event is not None:
             await stream.ack(event)
+        else:
+            acknowledge_read_back(stream.app.consumer, [record])
 
     async def drain(self, seconds: float) -> None:
         """At shutdown (the consumer stopped): let the records in flight finish for up to

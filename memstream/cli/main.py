@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,9 @@ from memstream.sdk.memory_types import UnknownMemoryType
 
 if TYPE_CHECKING:
     from memstream.api.serving import ApiServer
+    from memstream.runtime.servers import LoopbackServer
+    from memstream.runtime.servers.leftovers import RunRecord
+    from memstream.runtime.supervisor import Supervisor
 
 log = logging.getLogger("memstream")
 
@@ -219,7 +223,7 @@ def _up(args: argparse.Namespace) -> int:
                 pipeline,
                 infra.llm_server,
                 settings.data_dir / "logs",
-                supervisor.replace_server,
+                partial(swap_local_llm, supervisor, record),
             )
             supervisor.on_switch = follower
             try:
@@ -240,6 +244,18 @@ def _up(args: argparse.Namespace) -> int:
     finally:
         record.release()
     return 0
+
+
+def swap_local_llm(
+    supervisor: Supervisor, record: RunRecord, name: str, server: LoopbackServer
+) -> None:
+    """`up`'s local LLM replaced by the served extractor's model (`LocalModelFollower`): the
+    supervisor watches the new server, and the run record says where `memstream status` finds
+    it."""
+    supervisor.replace_server(name, server)
+    record.describe(
+        llm_base_url=getattr(server, "base_url", None), llm_health_url=_health_url(server)
+    )
 
 
 def _health_url(server: object) -> str | None:

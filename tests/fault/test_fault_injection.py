@@ -158,11 +158,6 @@ def reextracted_with_a_kill(target: Target, outcome: Outcome, workload: Workload
     return judge(workload, [], observed, turns_topic=shadow.kafka.topics.turns)
 
 
-@pytest.mark.skip(
-    reason="reextract can wait forever after this kill: the shadow stage applies every record "
-    "but its group's commit stays behind on a quiet partition, and reextract waits for the "
-    "commits (docs/architecture.md, Known limits); 2 of 7 runs failed, one of them this way"
-)
 def test_a_shadow_stage_killed_mid_reextraction_loses_and_doubles_nothing(
     broker: Any, mongo: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

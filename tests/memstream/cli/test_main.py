@@ -132,3 +132,31 @@ def test_up_stops_on_sigint_and_sigterm_even_started_with_sigint_ignored() -> No
         process.send_signal(stop)
         out, _ = process.communicate(timeout=30)
         assert (process.returncode, out.strip()) == (0, "interrupted"), stop
+
+
+def test_a_local_model_swapped_by_a_promotion_is_supervised_and_recorded_for_status(
+    tmp_path: Path,
+) -> None:
+    from memstream.cli.main import swap_local_llm
+    from memstream.runtime.local.llm import LocalLLMServer
+    from memstream.runtime.servers.leftovers import RunRecord, read_run_record
+
+    record = RunRecord(tmp_path)
+    record.claim()
+    record.describe(
+        llm_base_url="http://127.0.0.1:1/v1", llm_health_url="http://127.0.0.1:1/health"
+    )
+    supervised: list[tuple[str, object]] = []
+
+    class Supervisor:
+        def replace_server(self, name: str, server: object) -> None:
+            supervised.append((name, server))
+
+    server = LocalLLMServer(tmp_path / "large.gguf", alias="large", port=18181)
+    swap_local_llm(Supervisor(), record, "local-llm", server)  # type: ignore[arg-type]
+    assert supervised == [("local-llm", server)]
+    written = read_run_record(tmp_path)
+    assert written is not None
+    assert written["llm_base_url"] == "http://127.0.0.1:18181/v1"
+    assert written["llm_health_url"] == server.health_url != "http://127.0.0.1:1/health"
+    record.release()
