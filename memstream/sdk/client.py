@@ -12,143 +12,46 @@ same calls to code without an event loop.
 Forgetting (`forget`, `forget_session`, `forget_user`) only writes a request to the log and
 returns its id; the stages carry it out in order with everything before it, and each leaves a
 step on the request's receipt (`erasure`, `wait_for_erasure`; docs/architecture.md,
-"Forgetting").
+"Forgetting"). Those calls are in `memstream.sdk.forgetting`, rollback and consolidation in
+`memstream.sdk.corrections`, the connections they share in `memstream.sdk.client_base`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import logging
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import date, datetime
-from types import TracebackType
-from typing import Any, Unpack, cast
+from typing import Any, Unpack
 
-from events.consolidations import DEFAULT_MAX_CALLS, MemoryConsolidationRequested
-from events.forgetting import MemoryForgotten, SessionForgotten, UserForgotten
 from events.memories import USER_SUBJECT, MemoryContent, MemoryEvent, MemoryType, Owner
-from events.rollbacks import MemoryRollbackRequested
 from events.saves import MemorySaveRequested
-from events.turns import Principal, SessionFlushRequested, TurnRecorded
+from events.turns import SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
-from handlers.erasure_receipts import SDK_REQUESTER, requester, with_progress
 from handlers.extraction.custom import heading_of
-from handlers.identity import resolve_scope, whole_user_erasure
 from handlers.messages import ChatMessage, normalize_messages
-from handlers.ports import Embedder
 from handlers.rendering import detect_language
 from handlers.search import SearchMode
-from memstream.config import Settings
-from memstream.keystore.sealing import ClientKeys
-from memstream.sdk.memory_types import attributes_for, known_types
-from memstream.sdk.producer import EventProducer
-from memstream.sdk.read_model import ReadModel
+from memstream.sdk.client_base import MemoryNotFound
+from memstream.sdk.corrections import CorrectionCalls
+from memstream.sdk.forgetting import ForgettingCalls
+from memstream.sdk.memory_types import attributes_for
 from memstream.sdk.results import (
-    Consolidation,
-    ErasureReceipt,
     LlmUsage,
     Memory,
     MemoryVersion,
     Profile,
-    Rollback,
     Save,
     SearchHit,
     Snapshot,
     Turn,
-    consolidation_complete,
 )
 from memstream.sdk.search_filters import SearchFilters, as_filters
-from memstream.sdk.served import ServedReadModels
-from streams.settings import Clock, utc_now
 
-log = logging.getLogger(__name__)
-ERASURE_POLL_SECONDS = 0.5
+__all__ = ["MemoryClient", "MemoryNotFound"]
 
 
-class MemoryNotFound(LookupError):
-    """The user has no memory with this id (a forget request for it is not sent)."""
-
-
-@dataclass
-class _Connections:
-    """What a client and its `acting_as` views share: opened once, closed by the client."""
-
-    producer: EventProducer
-    keys: ClientKeys
-    reads: ServedReadModels | None = None
-    embedder: Embedder | None = None
-
-
-class MemoryClient:
+class MemoryClient(ForgettingCalls, CorrectionCalls):
     """Records conversations and reads memories for explicit `user_id`/`session_id` pairs."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        principal: Principal | None = None,
-        deployed_agent: bool = False,
-        clock: Clock = utc_now,
-        new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-        embedder: Embedder | None = None,
-        requested_by: str = SDK_REQUESTER,
-    ) -> None:
-        """`requested_by`: who a forget request says asked when the client acts as no principal
-        (the CLI passes `cli:<operator>`)."""
-        self.settings = settings
-        self.principal = principal
-        self.deployed_agent = deployed_agent
-        self.ignored_user_ids = 0
-        self._clock = clock
-        self._new_id = new_id
-        self._requester = requested_by
-        self._topics = settings.kafka.topics
-        keys = ClientKeys(settings, clock)
-        self._shared = _Connections(
-            EventProducer(settings.kafka, keys.encode), keys, embedder=embedder
-        )
-        self._owner = True
-
-    async def __aenter__(self) -> MemoryClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def start(self) -> None:
-        """Connect the producer (reads connect to MongoDB on first use)."""
-        await self._producer.start()
-
-    async def close(self) -> None:
-        """Disconnect (a view made by `acting_as` leaves that to the client it came from)."""
-        if not self._owner:
-            return
-        await self._producer.stop()
-        self._shared.keys.close()
-        if self._shared.reads is not None:
-            await self._shared.reads.close()
-            self._shared.reads = None
-
-    def acting_as(self, principal: Principal, *, deployed_agent: bool = False) -> MemoryClient:
-        """This client's calls on behalf of `principal`, recorded on every turn and save: the
-        same producer, read model and embedder (the HTTP API makes one per request; see
-        docs/architecture.md, "HTTP API and keys"). Closing the view closes nothing."""
-        view = copy.copy(self)
-        view.principal = principal
-        view.deployed_agent = deployed_agent
-        view.ignored_user_ids = 0
-        view._owner = False
-        return view
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -232,215 +135,6 @@ class MemoryClient:
         )
         await self._producer.append(self._topics.snapshots, [request])
         return request.event_id
-
-    # -- forgetting ----------------------------------------------------------------------------
-
-    @property
-    def requested_by(self) -> str:
-        """Who this client's forget requests say asked: the acting principal, else the
-        client's requester."""
-        return requester(self.principal, self._requester)
-
-    async def forget(self, user_id: str, memory_id: str, *, reason: str = "") -> str:
-        """Forget one of the user's memories, every version of it; returns the request id.
-
-        Raises `MemoryNotFound` (nothing is sent) when the read model has no such memory for
-        the user — also once it has been forgotten."""
-        user = self._memory_user(user_id)
-        memory_type = await (await self._reads()).memory_type_of(user, memory_id)
-        if memory_type is None:
-            raise MemoryNotFound(f"user {user!r} has no memory {memory_id!r}")
-        request = MemoryForgotten(
-            event_id=self._new_id(),
-            occurred_at=self._clock(),
-            user_id=user,
-            requested_by=self.requested_by,
-            reason=reason,
-            memory_id=memory_id,
-            memory_type=memory_type,
-        )
-        await self._producer.append(self._topics.snapshots, [request])
-        return request.event_id
-
-    async def forget_session(self, user_id: str, session_id: str, *, reason: str = "") -> str:
-        """Forget a session: its turns, snapshots and the memories it contributed a version
-        to; returns the request id. A session with no data is forgotten all the same (the
-        receipt then counts nothing)."""
-        request = SessionForgotten(
-            event_id=self._new_id(),
-            occurred_at=self._clock(),
-            user_id=self._memory_user(user_id),
-            requested_by=self.requested_by,
-            reason=reason,
-            session_id=session_id,
-        )
-        await self._producer.append(self._topics.turns, [request])
-        return request.event_id
-
-    async def forget_user(self, user_id: str, *, reason: str = "") -> str:
-        """Forget everything of a user; returns the request id.
-
-        One `UserForgotten` per turns-topic partition (each window partition forgets the
-        user's sessions it holds), then one on the snapshots topic (the user's direct saves),
-        all with the same id. A deployed agent's service account may forget only itself:
-        naming another user raises `handlers.identity.Refused`."""
-        user = whole_user_erasure(
-            resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
-        )
-        request_id, now = self._new_id(), self._clock()
-
-        def copy_for(partition: int | None) -> UserForgotten:
-            return UserForgotten(
-                event_id=request_id,
-                occurred_at=now,
-                user_id=user,
-                requested_by=self.requested_by,
-                reason=reason,
-                turns_partition=partition,
-            )
-
-        for partition in range(self.settings.kafka.partitions):
-            await self._producer.append(
-                self._topics.turns, [copy_for(partition)], partition=partition
-            )
-        await self._producer.append(self._topics.snapshots, [copy_for(None)])
-        return request_id
-
-    async def erasures(self, user_id: str) -> list[ErasureReceipt]:
-        """The user's erasure receipts, newest first, each with `complete` (every stage that
-        must act on the request has left its step; `handlers.erasure_receipts`)."""
-        found = await (await self._reads()).erasures(self._memory_user(user_id))
-        partitions, types = self.settings.kafka.partitions, len(self.settings.memory.types)
-        return [
-            cast(ErasureReceipt, with_progress(receipt, partitions, types)) for receipt in found
-        ]
-
-    async def erasure(self, request_id: str) -> ErasureReceipt | None:
-        """One request's receipt, with `complete` (`None`: no step has been projected yet, or
-        the receipt is another user's than this client may read)."""
-        found = await (await self._reads()).erasure(request_id)
-        if found is None or "kind" not in found:  # a receipt an older projector began bare
-            return None
-        if not self._may_read(found["user_id"]):
-            return None
-        partitions, types = self.settings.kafka.partitions, len(self.settings.memory.types)
-        return cast(ErasureReceipt, with_progress(found, partitions, types))
-
-    async def wait_for_erasure(self, request_id: str, timeout: float = 60.0) -> ErasureReceipt:
-        """The request's receipt once it is complete; `TimeoutError` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            receipt = await self.erasure(request_id)
-            if receipt is not None and receipt["complete"]:
-                return receipt
-            if time.monotonic() >= deadline:
-                seen = "no step yet" if receipt is None else f"steps {receipt['seen_steps']}"
-                raise TimeoutError(
-                    f"erasure {request_id} not complete after {timeout:.0f}s ({seen})"
-                )
-            await asyncio.sleep(ERASURE_POLL_SECONDS)
-
-    # -- rollback ------------------------------------------------------------------------------
-
-    async def rollback(
-        self, user_id: str, memory_id: str, to_version: int, *, requested_by: str, reason: str = ""
-    ) -> str:
-        """Restore one of the user's memories to its version `to_version`; returns the request
-        id. The memory's stage writes the next version with that version's text, vector and
-        expiry, in order with the user's snapshots and saves, or refuses (an unknown version,
-        the current one, an expired memory): `rollback_result` tells which. `requested_by`
-        (who) and `reason` (why) are kept with it and shown by `history`. Raises
-        `MemoryNotFound` (nothing is sent) when the read model has no such memory for the
-        user."""
-        user = self._memory_user(user_id)
-        memory_type = await (await self._reads()).memory_type_of(user, memory_id)
-        if memory_type is None:
-            raise MemoryNotFound(f"user {user!r} has no memory {memory_id!r}")
-        request = MemoryRollbackRequested(
-            event_id=self._new_id(),
-            occurred_at=self._clock(),
-            user_id=user,
-            memory_type=memory_type,
-            memory_id=memory_id,
-            to_version=to_version,
-            requested_by=requested_by,
-            reason=reason,
-            principal=self.principal,
-        )
-        await self._producer.append(self._topics.snapshots, [request])
-        return request.event_id
-
-    async def rollback_result(self, user_id: str, rollback_id: str) -> Rollback | None:
-        """What the rollback `rollback_id` did (None: not decided and projected yet)."""
-        return await (await self._reads()).rollback(self._memory_user(user_id), rollback_id)
-
-    async def wait_for_rollback(
-        self, user_id: str, rollback_id: str, timeout: float = 60.0
-    ) -> Rollback:
-        """The rollback's result once projected; `TimeoutError` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while (found := await self.rollback_result(user_id, rollback_id)) is None:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"rollback {rollback_id} not decided after {timeout:.0f}s")
-            await asyncio.sleep(ERASURE_POLL_SECONDS)
-        return found
-
-    # -- consolidation -------------------------------------------------------------------------
-
-    async def consolidate(
-        self,
-        user_id: str,
-        *,
-        memory_types: Sequence[MemoryType] | None = None,
-        max_calls: int = DEFAULT_MAX_CALLS,
-        requested_by: str,
-        reason: str = "",
-    ) -> str:
-        """Consolidate the user's current memories of `memory_types` (None: every enabled
-        type); returns the request id. Each type's stage finds clusters of near-duplicate or
-        contradicting memories of one subject, asks the LLM once per cluster (at most
-        `max_calls` calls per type) and merges or supersedes them, in order with the user's
-        snapshots and saves: `consolidation_result` tells what it did and what it cost.
-        `requested_by` (who) and `reason` (why) are kept with it."""
-        types = known_types(self.settings, memory_types or self.settings.memory.extraction.enabled)
-        request = MemoryConsolidationRequested(
-            event_id=self._new_id(),
-            occurred_at=self._clock(),
-            user_id=self._memory_user(user_id),
-            memory_types=types,
-            requested_by=requested_by,
-            reason=reason,
-            max_calls=max_calls,
-            principal=self.principal,
-        )
-        await self._producer.append(self._topics.snapshots, [request])
-        return request.event_id
-
-    async def consolidation_result(
-        self, user_id: str, consolidation_id: str
-    ) -> list[Consolidation]:
-        """The runs of the consolidation `consolidation_id` decided and projected so far, one
-        per memory type."""
-        return await (await self._reads()).consolidation(
-            self._memory_user(user_id), consolidation_id
-        )
-
-    async def wait_for_consolidation(
-        self, user_id: str, consolidation_id: str, timeout: float = 60.0
-    ) -> list[Consolidation]:
-        """Every type's run once projected; `TimeoutError` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            runs = await self.consolidation_result(user_id, consolidation_id)
-            if runs and consolidation_complete(runs):
-                return runs
-            if time.monotonic() >= deadline:
-                done = [run["memory_type"] for run in runs]
-                raise TimeoutError(
-                    f"consolidation {consolidation_id} not decided after {timeout:.0f}s "
-                    f"(done: {done or 'no type'})"
-                )
-            await asyncio.sleep(ERASURE_POLL_SECONDS)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -591,45 +285,6 @@ class MemoryClient:
             yield event
 
     # -- internals -----------------------------------------------------------------------------
-
-    @property
-    def _producer(self) -> EventProducer:
-        return self._shared.producer
-
-    def _served(self) -> ServedReadModels:
-        if self._shared.reads is None:
-            self._shared.reads = ServedReadModels(self.settings)
-        return self._shared.reads
-
-    async def _reads(self) -> ReadModel:
-        """The read model the deployment serves (`memstream.sdk.served`)."""
-        return await self._served().read_model()
-
-    async def _query_embedder(self) -> Embedder:
-        if self._shared.embedder is None:
-            from memstream.providers.clients import embedder
-
-            self._shared.embedder = await asyncio.to_thread(
-                embedder, self.settings.embedding, self.settings.llm
-            )
-        return self._shared.embedder
-
-    def _may_read(self, user_id: str) -> bool:
-        """May this client read `user_id`'s data without its id being replaced (a deployed
-        agent reads only its own)?"""
-        scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
-        return scope.ignored_user_id is None
-
-    def _memory_user(self, user_id: str) -> str:
-        scope = resolve_scope(user_id, self.principal, deployed_agent=self.deployed_agent)
-        if scope.ignored_user_id is not None:
-            self.ignored_user_ids += 1
-            log.warning(
-                "service-account call: ignored end-user user_id %r, using %r",
-                scope.ignored_user_id,
-                scope.user_id,
-            )
-        return scope.user_id
 
     def _turn(
         self,
