@@ -33,6 +33,7 @@ from handlers.dead_letters import (
     original_value,
     redrive_id,
 )
+from memstream.cli.settings import as_served
 from memstream.config import Settings, load_settings
 
 if TYPE_CHECKING:  # the clients are imported where used: building the CLI's parser stays light
@@ -275,7 +276,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    client, db = _database(load_settings())
+    client, db = _database(as_served(load_settings()))
     try:
         found = letters(db, stage=args.stage, since=args.since, limit=args.limit)
     finally:
@@ -309,7 +310,7 @@ def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    client, db = _database(load_settings())
+    client, db = _database(as_served(load_settings()))
     try:
         document = letter(db, args.id)
     except UnknownLetter as exc:
@@ -350,7 +351,7 @@ def _redrive(args: argparse.Namespace) -> int:
     if args.stage and not args.all:
         print("memstream: --stage goes with --all", file=sys.stderr)
         return 2
-    settings = load_settings()
+    settings = as_served(load_settings())
     client, db = _database(settings)
     try:
         outcomes = redrive(

@@ -9,6 +9,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from memstream.cli.settings import as_served
 from memstream.config import load_settings
 
 
@@ -139,7 +140,7 @@ def _query(args: argparse.Namespace) -> int:
         for name, known in QUERIES.items():
             print(f"{name:16} {known.description}")
         return 0 if args.name is None else 2
-    settings = load_settings()
+    settings = as_served(load_settings())
     parameters = Parameters(
         user=args.user,
         memory_id=args.memory,
@@ -195,7 +196,7 @@ def _replay(args: argparse.Namespace) -> int:
     from memstream.keystore.sealing import data_key_store
     from streams.settings import utc_now
 
-    settings = load_settings()
+    settings = as_served(load_settings())
     if not settings.mongodb.uri:
         print("memstream: MONGODB_URI is not set (is `memstream up` running?)", file=sys.stderr)
         return 2
@@ -240,7 +241,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     from memstream.cli.replay import differences
 
-    settings = load_settings()
+    settings = as_served(load_settings())
     if not settings.mongodb.uri:
         print("memstream: MONGODB_URI is not set (is `memstream up` running?)", file=sys.stderr)
         return 2

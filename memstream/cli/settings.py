@@ -13,6 +13,28 @@ def settings_with_a_database() -> Settings:
     return settings
 
 
+def as_served(settings: Settings) -> Settings:
+    """`settings` as the served lineage's readers see them (docs/architecture.md, "Promotion"):
+    while a shadow is promoted, its database, consumer groups and results topics; otherwise,
+    or with no database configured, `settings` themselves."""
+    from pymongo import MongoClient
+
+    from memstream.promotion.lineage import ShadowRefused, deployment_database, served_settings
+    from memstream.promotion.pointer import read_served
+
+    if not settings.mongodb.uri:
+        return settings
+    client: MongoClient[dict[str, object]] = MongoClient(settings.mongodb.uri, tz_aware=True)
+    try:
+        served = read_served(client[deployment_database(settings)])
+    finally:
+        client.close()
+    try:
+        return served_settings(settings, served)
+    except ShadowRefused as exc:
+        raise SystemExit(f"memstream: the served read model: {exc}") from None
+
+
 def live_and_shadow(name: str, extractor: str) -> tuple[Settings, dict[str, str]]:
     """The live settings (a database and a broker configured) and the environment that makes
     them the shadow NAME's (`memstream.runtime.shadow.shadow_environment`), or exit saying

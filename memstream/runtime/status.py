@@ -8,7 +8,9 @@ stage and reason, and whether the LLM and the embedder are ready. The LLM endpoi
 whether it answers: a configured one at ``GET {base_url}/models`` (with its API key), the local
 server `memstream up` started at its ``/health`` (`memstream.runtime.local.llama_server`; its
 ``/v1/models`` waits behind a running completion), with how many times `up` restarted it and
-how it last exited, as `up` records them in ``data_dir/up.json``. The verdict (`health`):
+how it last exited, as `up` records them in ``data_dir/up.json``. While a shadow is served
+(`memstream promote`) the read model, the extractor, the LLM and every stage's groups but the
+window's are the served lineage's. The verdict (`health`):
 
 * `healthy` (exit 0): everything reachable and ready;
 * `degraded` (exit 1): reachable, but an LLM or embedder is missing, the LLM endpoint does not
@@ -28,11 +30,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from events.topics import Topics
+from handlers.serving import LIVE, Served
 from memstream.config import Settings
-from memstream.promotion.lineage import deployment_database
+from memstream.promotion.lineage import ShadowRefused, deployment_database, served_environment
 from memstream.promotion.pointer import read_served
 from memstream.runtime.llm_choice import wants_local_llm
-from memstream.runtime.pipeline import pipeline_stages
+from memstream.runtime.pipeline import configured, pipeline_stages
 from memstream.runtime.preflight import problems
 from memstream.runtime.worker import stream_settings
 from projections.llm_budget import LlmBudgetStore
@@ -47,14 +51,16 @@ def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
     from memstream.runtime.servers.leftovers import read_run_record
 
     record = read_run_record(settings.data_dir)
+    served, lineage = _served_lineage(settings, timeout)
     report: dict[str, Any] = {
-        "enabled_types": list(settings.memory.extraction.enabled),
+        "enabled_types": list(lineage.memory.extraction.enabled),
         "log": _log_in_use(settings, record),
         "broker": {"reachable": False},
         "database": {"reachable": False},
     }
     try:
-        report["consumer_lag"] = asyncio.run(asyncio.wait_for(_lags(settings), timeout * 4))
+        lags = _lags(settings, lineage)
+        report["consumer_lag"] = asyncio.run(asyncio.wait_for(lags, timeout * 4))
         report["broker"] = {
             "reachable": True,
             "bootstrap_servers": settings.kafka.bootstrap_servers,
@@ -62,14 +68,36 @@ def status(settings: Settings, *, timeout: float = 5.0) -> dict[str, Any]:
     except Exception as exc:  # any failure to talk to the broker is its unreachability here
         report["broker"]["error"] = f"{type(exc).__name__}: {exc}"[:300]
     try:
-        report.update(_read_model(settings, timeout))
-        report["database"] = {"reachable": True, "database": settings.mongodb.database}
+        report.update(_read_model(lineage, served, timeout))
+        report["database"] = {"reachable": True, "database": lineage.mongodb.database}
     except (PyMongoError, ValueError) as exc:
         report["database"]["error"] = f"{type(exc).__name__}: {exc}"[:300]
-    report["models"] = _models(settings, timeout, record)
+    report["models"] = _models(lineage, timeout, record)
     report["metrics"] = dict((record or {}).get("metrics") or {})
     report["health"] = _health(report)
     return report
+
+
+def _served_lineage(settings: Settings, timeout: float) -> tuple[Served, Settings]:
+    """The lineage served, as the deployment's database holds it (docs/architecture.md,
+    "Promotion"), and its settings: the stages other than the window, the read model and the
+    LLM are reported as the served lineage runs them. A database that cannot be read leaves
+    the configured settings (`_read_model` then says why)."""
+    if not settings.mongodb.uri:
+        return LIVE, settings
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        settings.mongodb.uri, serverSelectionTimeoutMS=int(timeout * 1000), tz_aware=True
+    )
+    try:
+        served = read_served(client[deployment_database(settings)])
+    except PyMongoError:
+        return LIVE, settings
+    finally:
+        client.close()
+    try:
+        return served, configured(settings, served_environment(settings, served))
+    except ShadowRefused:  # its extractor is no longer declared: the workers refuse it too
+        return served, settings
 
 
 def _log_in_use(settings: Settings, record: Mapping[str, Any] | None) -> str:
@@ -82,21 +110,16 @@ def _log_in_use(settings: Settings, record: Mapping[str, Any] | None) -> str:
     return f"none (no memstream up running on {settings.data_dir})"
 
 
-async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
-    streams = stream_settings(settings)
-    topics = settings.kafka.topics
-    inputs = {
-        "window": [topics.turns],
-        "projector": [topics.turns, topics.snapshots, topics.memories, topics.dead_letters],
-        **{f"extract:{t}": [topics.snapshots] for t in settings.memory.types},
-    }
+async def _lags(settings: Settings, lineage: Settings) -> dict[str, dict[str, int | None]]:
+    """Each stage's lag: the window's groups as configured, the others the served lineage's."""
     lags: dict[str, dict[str, int | None]] = {}
     options = settings.kafka.client_options()
     reader = AIOKafkaConsumer(**options, enable_auto_commit=False)
     await reader.start()
     try:
-        for stage in pipeline_stages(settings):
-            group = streams.group(stage.replace(":", "-"))
+        for stage in pipeline_stages(lineage):
+            runs = settings if stage == "window" else lineage
+            group = stream_settings(runs).group(stage.replace(":", "-"))
             committed = AIOKafkaConsumer(
                 **options,
                 group_id=group,
@@ -105,7 +128,7 @@ async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
             await committed.start()
             try:
                 lags[stage] = {}
-                for topic in inputs[stage]:
+                for topic in _inputs(runs.kafka.topics, stage):
                     tps = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
                     ends = await reader.end_offsets(tps)
                     total = 0
@@ -120,7 +143,16 @@ async def _lags(settings: Settings) -> dict[str, dict[str, int | None]]:
     return lags
 
 
-def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
+def _inputs(topics: Topics, stage: str) -> list[str]:
+    """The topics a stage reads."""
+    if stage == "window":
+        return [topics.turns]
+    if stage == "projector":
+        return [topics.turns, topics.snapshots, topics.memories, topics.dead_letters]
+    return [topics.snapshots]
+
+
+def _read_model(settings: Settings, served: Served, timeout: float) -> dict[str, Any]:
     if not settings.mongodb.uri:
         raise ValueError("MONGODB_URI is not set")
     client: MongoClient[dict[str, Any]] = MongoClient(
@@ -143,11 +175,10 @@ def _read_model(settings: Settings, timeout: float) -> dict[str, Any]:
         ):
             reason = f"{letter['stage']}: {str(letter['reason']).split(':')[0][:80]}"
             letters[reason] = letters.get(reason, 0) + 1
-        served = read_served(client[deployment_database(settings)])
         found: dict[str, Any] = {
             "served": {
-                "read_model": served.shadow or settings.mongodb.database,
-                "extractor": served.extractor or settings.extractor,
+                "read_model": settings.mongodb.database,
+                "extractor": settings.extractor,
                 "version": served.version,
             },
             "sessions_with_open_windows": len(open_sessions),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -48,6 +49,48 @@ def restarted_into_the_served(live: PipelineHarness) -> None:
     live.pipeline.wait_ready(180, LINEAGE_STAGES)
 
 
+def assert_status_reports_the_served_shadow(live: PipelineHarness, shadow: str) -> None:
+    """`memstream status` reports the lineage served: the shadow's read model, extractor and
+    consumer groups (the window's as configured: it does not switch)."""
+    report = json.loads(memstream(live, "status", "--json").stdout)
+    assert report["served"] == {"read_model": shadow, "extractor": "v2", "version": 1}
+    assert report["database"] == {"reachable": True, "database": shadow}
+    topics = live.settings.kafka.topics
+    lags = report["consumer_lag"]
+    assert set(lags["window"]) == {topics.turns}
+    prefix = f"{live.settings.kafka.topic_prefix}shadow.{shadow}."
+    assert set(lags["projector"]) == {
+        topics.turns,
+        topics.snapshots,
+        f"{prefix}memories",
+        f"{prefix}dead-letters",
+    }
+    assert set(lags["extract:semantic"]) == {topics.snapshots}
+    assert all(isinstance(lag, int) for stage in lags.values() for lag in stage.values())
+
+
+def assert_operator_commands_read_the_served_shadow(live: PipelineHarness, shadow_db: Any) -> None:
+    """`memstream query` and `memstream dlq list` read the served shadow's database."""
+    memory = shadow_db["memories"].find_one({"user_id": "tim", "status": "current"})
+    lineage = memstream(
+        live, "query", "lineage", "--user", "tim", "--memory", memory["memory_id"], "--json"
+    )
+    assert lineage.returncode == 0, lineage.stderr
+    assert [json.loads(row)["text"] for row in lineage.stdout.splitlines()] == [SHADOW_TEXT]
+    shadow_db["dead_letters"].insert_one(
+        {
+            "_id": "letter-of-the-shadow",
+            "stage": "extract:semantic",
+            "dead_lettered_at": datetime.now(UTC),
+            "reason": "a reason only the shadow has",
+        }
+    )
+    listed = memstream(live, "dlq", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "a reason only the shadow has" in listed.stdout
+    shadow_db["dead_letters"].delete_one({"_id": "letter-of-the-shadow"})
+
+
 def test_promote_switches_reads_and_the_live_extractor_and_back_restores_both(
     pipeline_factory: Any,
 ) -> None:
@@ -86,6 +129,8 @@ def test_promote_switches_reads_and_the_live_extractor_and_back_restores_both(
         assert models == {"shadow-model"}
         assert reinforced(live.db, "tim") == 0
         assert live.db["snapshots"].count_documents({"session_id": "s2"}) == 0
+        assert_status_reports_the_served_shadow(live, shadow)
+        assert_operator_commands_read_the_served_shadow(live, shadow_db)
 
         back = memstream(live, "promote", "--back")
         assert back.returncode == 0, back.stderr
