@@ -54,13 +54,19 @@ log = logging.getLogger(__name__)
 class ReadModel:
     """User-scoped queries on the read model (memories, history, turns, snapshots, profile)."""
 
-    def __init__(self, uri: str, database: str) -> None:
-        self._client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
+    def __init__(
+        self, uri: str, database: str, *, client: AsyncMongoClient[Document] | None = None
+    ) -> None:
+        """`client`: a connection pool to share (its owner closes it); without one the read
+        model opens its own, to `uri`, and closes it."""
+        self._owns_client = client is None
+        self._client: AsyncMongoClient[Document] = client or AsyncMongoClient(uri, tz_aware=True)
         self._db = self._client[database]
         self._index = SearchIndex()
 
     async def close(self) -> None:
-        await self._client.close()
+        if self._owns_client:
+            await self._client.close()
 
     # -- memories ------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The read model an SDK client reads: the one the deployment serves (docs/architecture.md,
 "Promotion"). Looked up in the deployment's database at the first read and again at most every
 `RECHECK_SECONDS`, so a long-lived client (the HTTP API's, MCP's) follows `memstream promote`
-within that time; one `ReadModel` per database read, kept until the client closes."""
+within that time; one `ReadModel` per database read, kept until the client closes, all on one
+connection pool (a shadow's database is on the deployment's server)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class ServedReadModels:
         mongodb = (await self.settings()).mongodb
         model = self._models.get(mongodb.database)
         if model is None:
-            model = self._models[mongodb.database] = ReadModel(mongodb.uri or "", mongodb.database)
+            model = ReadModel(mongodb.uri or "", mongodb.database, client=self._client)
+            self._models[mongodb.database] = model
         return model
 
     async def close(self) -> None:
