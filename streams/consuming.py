@@ -24,8 +24,9 @@ from functools import partial
 from typing import Any, cast
 
 import faust
-from faust.types import TP, EventT, Message
+from faust.types import TP, EventT
 
+from streams.acknowledgements import acknowledge_offsets
 from streams.concurrency import KeyedTasks
 from streams.metrics import RECORDS_IN
 from streams.progress import FinishedPrefix, PartitionGuard, ProgressStore
@@ -60,23 +61,12 @@ async def apply_batches(
 
 def acknowledge_read_back(consumer: Any, records: Iterable[InputRecord]) -> None:
     """Acknowledge to Faust's consumer the records the partition guard read back from the log
-    and the stage applied. Faust commits a partition only up to its first unacknowledged offset,
-    and it never delivered these: unacknowledged, they would hold the group's commit below them
-    for good (docs/architecture.md, "Stages", the partition guard). `Consumer.ack` takes a
-    message; one made for the record's position is what Faust keeps of it."""
+    and the stage applied: Faust never delivered them, so the stream never acknowledges them
+    (`streams.acknowledgements`)."""
+    offsets: dict[TP, list[int]] = {}
     for record in records:
-        message = Message(
-            record.topic,
-            record.partition,
-            record.offset,
-            timestamp=0.0,
-            timestamp_type=0,
-            headers=None,
-            key=record.key,
-            value=record.value,
-            checksum=None,
-        )
-        consumer.ack(message)
+        offsets.setdefault(record.tp, []).append(record.offset)
+    acknowledge_offsets(consumer, offsets)
 
 
 class ConcurrentRecords:

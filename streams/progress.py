@@ -25,14 +25,17 @@ re-fetched records below the offset it last read.
 
 A skipped record with no later record in its partition reveals no gap. For that quiet tail
 `reread_skipped` (run by a timer) compares the group's committed offsets (read through the
-public consumer API, `streams.log_reader.CommittedOffsets`) with the progress: a commit beyond
-the last applied record can only come from a skip, and in a quiet partition seeking back to the
-first unapplied record (`Consumer.seek`, public on Faust's `ConsumerT`; it resets the offset
-below which Faust drops re-fetched records) is safe. A tail the consumer fetched and dropped
-without committing past it shows in the partition's end offset instead: when the end stays
-beyond the next expected offset for two checks in a row while the stage is idle (nothing being
-applied, nothing admitted into that partition), the records are not coming, and the guard
-seeks back to them too.
+public consumer API, `streams.log_reader.CommittedOffsets`) with the progress. A commit below
+the last applied record is held by records Faust never saw acknowledged (read back by the guard,
+or applied before a restart and dropped on redelivery): the applied offsets are acknowledged to
+Faust (`streams.acknowledgements`), so its next commit moves past them. A commit beyond the last
+applied record can only come from a skip, and in a quiet partition seeking back to the first
+unapplied record (`Consumer.seek`, public on Faust's `ConsumerT`; it resets the offset below
+which Faust drops re-fetched records) is safe. A tail the consumer fetched and dropped without
+committing past it shows in the partition's end offset instead: when the end stays beyond the
+next expected offset for two checks in a row while the stage is idle (nothing being applied,
+nothing admitted into that partition), the records are not coming, and the guard seeks back to
+them too.
 
 The stages no longer apply one record at a time. The window and the projector apply *batches*
 (`admitted` turns a batch of events into the records to apply, in order, redeliveries dropped
@@ -62,6 +65,7 @@ from typing import Any, Protocol
 
 from faust.types import TP, TableT
 
+from streams.acknowledgements import acknowledge_offsets, applied_beyond_commits
 from streams.kafka_security import KafkaSecurity
 from streams.log_reader import CommittedOffsets, KafkaLogReader
 from streams.metrics import CONSUMER_LAG
@@ -270,6 +274,13 @@ class PartitionGuard:
             return
         committed = await self._read_commits(assigned)
         applied = {tp: await self.progress.last_applied(tp) for tp in committed}
+        held = applied_beyond_commits(committed, applied.get)
+        if acknowledged := acknowledge_offsets(app.consumer, held):
+            log.info(
+                "%s: acknowledged %d applied offsets the commit was below",
+                self._stage,
+                acknowledged,
+            )
         behind = unapplied_commits(committed, applied.get)
         for tp, offset in behind.items():
             log.warning(

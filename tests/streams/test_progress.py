@@ -8,6 +8,7 @@ from typing import Any
 
 from faust.types import TP
 
+from streams.acknowledgements import applied_beyond_commits
 from streams.progress import FinishedPrefix, PartitionGuard, unapplied_commits
 from streams.records import InputRecord
 
@@ -189,16 +190,54 @@ def test_commits_beyond_the_progress_are_found() -> None:
     assert unapplied_commits(committed, applied.get) == {TURNS: 5, TP("turns", 3): 0}
 
 
+def test_applied_records_the_group_has_not_committed_past_are_found() -> None:
+    applied = {TURNS: 4, TP("turns", 0): 9, TP("turns", 1): 2, TP("turns", 3): 20_000}
+    committed: dict[TP, int | None] = {
+        TURNS: 3,  # 3 and 4 applied, the commit still at 3
+        TP("turns", 0): 10,  # up to date
+        TP("turns", 1): None,  # applied 0..2, nothing committed
+        TP("turns", 4): None,  # nothing applied, nothing committed
+        TP("turns", 3): 5,  # far behind: caught up in steps
+    }
+    assert applied_beyond_commits(committed, applied.get, at_most=100) == {
+        TURNS: range(3, 5),
+        TP("turns", 1): range(0, 3),
+        TP("turns", 3): range(5, 105),
+    }
+
+
+def test_a_commit_below_the_progress_is_caught_up_by_acknowledging_the_applied_offsets() -> None:
+    """A record applied before a restart and dropped unacknowledged on its redelivery, with no
+    later record in its partition: nothing else would ever move the group's commit past it."""
+    guard = PartitionGuard(
+        Progress({TURNS: 4}),
+        Log(),
+        stage="extract-semantic",
+        topics=["turns"],
+        read_commits=commits({TURNS: 3}),
+    )
+    app = App(Consumer({TURNS}, ends={TURNS: 5}))
+    asyncio.run(guard.reread_skipped(app))
+    assert app.consumer.acked == [(TURNS, 3), (TURNS, 4)]
+    assert app.consumer.seeks == []
+
+
 @dataclass
 class Consumer:
-    """A Faust consumer's public surface the guard uses: its assignment, end offsets, `seek`."""
+    """A Faust consumer's public surface the guard uses: its assignment, end offsets, `seek`,
+    `ack`."""
 
     assigned: set[TP]
     seeks: list[dict[TP, int]] = field(default_factory=list)
     ends: dict[TP, int] = field(default_factory=dict)
+    acked: list[tuple[TP, int]] = field(default_factory=list)
 
     def assignment(self) -> set[TP]:
         return self.assigned
+
+    def ack(self, message: Any) -> bool:
+        self.acked.append((message.tp, message.offset))
+        return True
 
     async def highwaters(self, *partitions: TP) -> dict[TP, int]:
         return {tp: self.ends[tp] for tp in partitions if tp in self.ends}
