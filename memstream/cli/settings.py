@@ -17,20 +17,13 @@ def as_served(settings: Settings) -> Settings:
     """`settings` as the served lineage's readers see them (docs/architecture.md, "Promotion"):
     while a shadow is promoted, its database, consumer groups and results topics; otherwise,
     or with no database configured, `settings` themselves."""
-    from pymongo import MongoClient
-
-    from memstream.promotion.lineage import ShadowRefused, deployment_database, served_settings
-    from memstream.promotion.pointer import read_served
+    from memstream.promotion.lineage import ShadowRefused, served_settings
+    from memstream.promotion.pointer import look_up_served
 
     if not settings.mongodb.uri:
         return settings
-    client: MongoClient[dict[str, object]] = MongoClient(settings.mongodb.uri, tz_aware=True)
     try:
-        served = read_served(client[deployment_database(settings)])
-    finally:
-        client.close()
-    try:
-        return served_settings(settings, served)
+        return served_settings(settings, look_up_served(settings))
     except ShadowRefused as exc:
         raise SystemExit(f"memstream: the served read model: {exc}") from None
 

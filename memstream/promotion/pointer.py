@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from handlers.serving import LIVE, Served
+from memstream.config import Settings
+from memstream.promotion.lineage import deployment_database
 
 COLLECTION = "serving"
 POINTER_ID = "served"
@@ -36,6 +39,19 @@ def served_from(document: Document | None) -> Served:
 def read_served(database: Database[Document]) -> Served:
     """The served lineage (the deployment's database)."""
     return served_from(database[COLLECTION].find_one({"_id": POINTER_ID}))
+
+
+def look_up_served(settings: Settings, *, timeout: float | None = None) -> Served:
+    """The served lineage, read once from the deployment's database with a client of its own
+    (`timeout`: seconds to find the server; None: the driver's default)."""
+    options: dict[str, Any] = {"tz_aware": True}
+    if timeout is not None:
+        options["serverSelectionTimeoutMS"] = int(timeout * 1000)
+    client: MongoClient[Document] = MongoClient(settings.mongodb.uri, **options)
+    try:
+        return read_served(client[deployment_database(settings)])
+    finally:
+        client.close()
 
 
 async def read_served_async(database: AsyncDatabase[Document]) -> Served:

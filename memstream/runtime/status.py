@@ -33,8 +33,8 @@ from pymongo.errors import PyMongoError
 from events.topics import Topics
 from handlers.serving import LIVE, Served
 from memstream.config import Settings
-from memstream.promotion.lineage import ShadowRefused, deployment_database, served_environment
-from memstream.promotion.pointer import read_served
+from memstream.promotion.lineage import ShadowRefused, served_environment
+from memstream.promotion.pointer import look_up_served
 from memstream.runtime.llm_choice import wants_local_llm
 from memstream.runtime.pipeline import configured, pipeline_stages
 from memstream.runtime.preflight import problems
@@ -85,15 +85,10 @@ def _served_lineage(settings: Settings, timeout: float) -> tuple[Served, Setting
     the configured settings (`_read_model` then says why)."""
     if not settings.mongodb.uri:
         return LIVE, settings
-    client: MongoClient[dict[str, Any]] = MongoClient(
-        settings.mongodb.uri, serverSelectionTimeoutMS=int(timeout * 1000), tz_aware=True
-    )
     try:
-        served = read_served(client[deployment_database(settings)])
+        served = look_up_served(settings, timeout=timeout)
     except PyMongoError:
         return LIVE, settings
-    finally:
-        client.close()
     try:
         return served, configured(settings, served_environment(settings, served))
     except ShadowRefused:  # its extractor is no longer declared: the workers refuse it too
