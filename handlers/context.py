@@ -9,7 +9,10 @@ labels in the conversation's language (English or Chinese):
    custom type under its declared heading; each opens with the date it was
    said in brackets (``[8 May 2023]``), so an answer can place its relative times and tell an
    old fact from a new one;
-3. the session so far (short-term memory), its most recent messages last — when it does not fit,
+3. the user's past messages that match the query best (`handlers.recall`), dated the same way,
+   taken in the same turns as a further section — what extraction left out is still there to
+   read, verbatim;
+4. the session so far (short-term memory), its most recent messages last — when it does not fit,
    its oldest lines are left out and a marker line says so.
 
 Nothing is ever cut in the middle of a memory; a section that cannot fit a single line is left
@@ -24,6 +27,7 @@ from datetime import date
 
 from events.memories import MEMORY_TYPES, MemoryType
 from handlers.extraction.dates import chinese_day, english_day
+from handlers.recall import PastMessage, shown_text
 from handlers.rendering import Language
 
 LABELS: dict[Language, dict[str, str]] = {
@@ -33,6 +37,7 @@ LABELS: dict[Language, dict[str, str]] = {
         "episodic": "## Past events",
         "procedural": "## How to work with the user",
         "taxonomic": "## Terms",
+        "past": "## From earlier conversations",
         "history": "## This conversation so far",
         "omitted": "(earlier messages left out)",
     },
@@ -42,6 +47,7 @@ LABELS: dict[Language, dict[str, str]] = {
         "episodic": "## 过往经历",
         "procedural": "## 与用户合作的方式",
         "taxonomic": "## 术语",
+        "past": "## 以往对话摘录",
         "history": "## 本次对话",
         "omitted": "（更早的消息已省略）",  # noqa: RUF001 (Chinese punctuation)
     },
@@ -61,11 +67,20 @@ class ContextMemory:
 
 def dated_line(memory: ContextMemory, language: Language) -> str:
     """``- [8 May 2023] text`` (``- [2023年5月8日] text`` in Chinese); undated: ``- text``."""
-    day = memory.said_on
+    return _dated(memory.text, memory.said_on, language)
+
+
+def past_message_line(message: PastMessage, language: Language) -> str:
+    """``- [8 May 2023] Caroline: text``, the text on one line and cut to
+    `handlers.recall.MESSAGE_CHARS`."""
+    return _dated(f"{message.speaker}: {shown_text(message.text)}", message.said_on, language)
+
+
+def _dated(text: str, day: date | None, language: Language) -> str:
     if day is None:
-        return f"- {memory.text}"
+        return f"- {text}"
     shown = chinese_day(day) if language == "zh" else english_day(day)
-    return f"- [{shown}] {memory.text}"
+    return f"- [{shown}] {text}"
 
 
 def profile_lines(fields: Mapping[str, str], language: Language) -> list[str]:
@@ -93,15 +108,18 @@ def context_block(
     language: Language,
     max_chars: int,
     custom_headings: Mapping[MemoryType, str] | None = None,
+    past_messages: Sequence[PastMessage] = (),
 ) -> str:
     """The context block (see the module doc), at most `max_chars` characters. A custom type's
-    memories go under `custom_headings[type]` (default: the type's name)."""
+    memories go under `custom_headings[type]` (default: the type's name); `past_messages` are
+    given best first."""
     headings = dict(custom_headings or {})
     for memory in memories:
         if memory.memory_type not in MEMORY_TYPES:
             headings.setdefault(memory.memory_type, memory.memory_type)
     labels = {**LABELS[language], **{t: f"## {heading}" for t, heading in headings.items()}}
     types = [*MEMORY_TYPES, *(t for t in headings if t not in MEMORY_TYPES)]
+    sections_in_turns = [*types, "past"]
     sections: list[list[str]] = []
     budget = max_chars
 
@@ -124,21 +142,22 @@ def context_block(
         t: [dated_line(m, language) for m in memories if m.memory_type == t and m.text not in seen]
         for t in types
     }
-    chosen: dict[MemoryType, list[str]] = {t: [] for t in types}
+    queues["past"] = [past_message_line(message, language) for message in past_messages]
+    chosen: dict[str, list[str]] = {section: [] for section in sections_in_turns}
     while any(queues.values()):
-        for memory_type in types:  # one memory of each type per round
-            if not queues[memory_type]:
+        for section in sections_in_turns:  # one line of each section per round
+            if not queues[section]:
                 continue
-            line = queues[memory_type].pop(0)
-            opening = 0 if chosen[memory_type] else len(labels[memory_type]) + 2
+            line = queues[section].pop(0)
+            opening = 0 if chosen[section] else len(labels[section]) + 2
             if opening + len(line) + 1 > budget:
-                queues[memory_type].clear()  # the next ones of this type are no shorter in rank
+                queues[section].clear()  # the next ones of this section are no shorter in rank
                 continue
-            chosen[memory_type].append(line)
+            chosen[section].append(line)
             budget -= opening + len(line) + 1
-    for memory_type in types:
-        if chosen[memory_type]:
-            sections.append([labels[memory_type], *chosen[memory_type]])
+    for section in sections_in_turns:
+        if chosen[section]:
+            sections.append([labels[section], *chosen[section]])
     if history.strip():
         lines = history.strip().splitlines()
         kept = _latest_fitting(lines, budget - len(labels["history"]) - 3, labels["omitted"])

@@ -62,6 +62,7 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("user_id", ASCENDING), ("session_id", ASCENDING), ("occurred_at", ASCENDING)]),
         IndexModel([("snapshot_id", ASCENDING)]),
         IndexModel([("user_id", ASCENDING), ("partition", ASCENDING)]),  # forgetting a user
+        IndexModel([("user_id", ASCENDING), ("occurred_at", DESCENDING)]),  # past messages
     ],
     SNAPSHOTS: [
         # Not unique: `seq` restarts when an ephemeral log is lost; snapshot ids never do.

@@ -30,12 +30,15 @@ from pymongo.errors import OperationFailure
 
 from bench.locomo.dataset import Sample, Session
 from handlers.extraction.dates import english_day
+from handlers.recall import PAST_MESSAGES
 from memstream.config import Settings
 from memstream.sdk.client import MemoryClient
 
-ContextMode = Literal["search", "build_context", "full"]
-"""What the answerer is shown: memstream's search results, its `build_context` block, or the
-whole transcript (the full-context baseline, no pipeline needed)."""
+ContextMode = Literal["search", "build_context", "memories_only", "full"]
+"""What the answerer is shown: memstream's search results, its `build_context` block,
+`build_context`'s block without past messages (`memories_only`: the memories alone, to measure
+what the past messages add), or the whole transcript (the full-context baseline, no pipeline
+needed)."""
 
 
 def session_messages(sample: Sample, session: Session) -> list[dict[str, str]]:
@@ -183,7 +186,11 @@ async def retrieve(
         lines = [dated(memory) for memory in found]
         return "\n".join(f"- {line}" for line in lines), lines
     block = await client.build_context(
-        user_id, question, max_chars=max_chars, per_type=max(1, top_k // 4)
+        user_id,
+        question,
+        max_chars=max_chars,
+        per_type=max(1, top_k // 4),
+        past_messages=0 if mode == "memories_only" else PAST_MESSAGES,
     )
     return block, [line for line in block.splitlines() if line.strip()]
 

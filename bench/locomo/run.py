@@ -3,7 +3,7 @@ beside the same model answering from the whole transcript.
 
     python -m bench.locomo.run --data /path/to/locomo10.zip --out locomo.json
         [--conversations N | --only conv-26,conv-30] [--sessions N]
-        [--context search|build_context|search,build_context|full] [--no-full-context]
+        [--context build_context|memories_only|search (comma list) | full] [--no-full-context]
         [--top-k 20] [--max-chars 4000]
         [--answer-base-url URL --answer-model M --answer-api-key K]
         [--judge-base-url URL --judge-model M --judge-api-key K]
@@ -16,12 +16,13 @@ synthetic conversation shipped for the tests. `--sessions N` keeps each conversa
 sessions and only the questions whose evidence lies in them (a CPU run of one conversation's
 first four sessions fits in an hour).
 
-Every question is answered from memstream (`--context`: search results, `build_context`'s block, or
-both as two ways from the same memories) and, unless `--no-full-context`, from the whole transcript
-of the same sessions (the baseline), by the same model with the same prompt; `--context full`
-answers only from the transcript and starts no pipeline. The report gives, per category and for each
-way, F1, J (with `--judge-model`), prompt tokens and seconds per question, and how much of the gold
-answer the context held (`bench.locomo.evaluate`).
+Every question is answered from memstream (`--context`: search results, `build_context`'s block,
+that block without past messages, or several of these as ways from the same memories) and,
+unless `--no-full-context`, from the whole transcript of the same sessions (the baseline), by
+the same model with the same prompt; `--context full` answers only from the transcript and
+starts no pipeline. The report gives, per category and for each way, F1, J (with
+`--judge-model`), prompt tokens and seconds per question, and how much of the gold answer the
+context held (`bench.locomo.evaluate`).
 
 The pipeline: with `KAFKA_BOOTSTRAP_SERVERS` and `MONGODB_URI` set (and not `--embedded`), an
 existing deployment whose workers are running (its own window and memory types apply); else the
@@ -154,11 +155,14 @@ async def _run(
 
 def _contexts(value: str) -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
-    if chosen == ("full",) or (chosen and set(chosen) <= {"search", "build_context"}):
+    if chosen == ("full",) or (chosen and set(chosen) <= set(MEMSTREAM_CONTEXTS)):
         return chosen
     raise argparse.ArgumentTypeError(
-        "one or more of search, build_context (comma list), or full alone"
+        f"one or more of {', '.join(MEMSTREAM_CONTEXTS)} (comma list), or full alone"
     )
+
+
+MEMSTREAM_CONTEXTS = ("search", "build_context", "memories_only")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,8 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--context",
         type=_contexts,
         default=("build_context",),
-        help="search, build_context, both as a comma list (answered from the same memories, "
-        "the first is the headline), or full",
+        help="search, build_context, memories_only (build_context without past messages), "
+        "several as a comma list (answered from the same memories, the first is the "
+        "headline), or full",
     )
     parser.add_argument(
         "--no-full-context",

@@ -179,6 +179,7 @@ def _read_routes(router: APIRouter) -> None:
             max_chars=body.max_chars,
             per_type=body.per_type,
             agent_id=body.agent_id,
+            past_messages=body.past_messages,
         )
         return caller.reply({"user_id": user, "context": block})
 

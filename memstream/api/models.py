@@ -10,6 +10,7 @@ from events.base import Identifier, UtcDatetime
 from events.consolidations import DEFAULT_MAX_CALLS, MAX_MAX_CALLS
 from events.forgetting import MAX_REASON_CHARS
 from events.memories import USER_SUBJECT, MemoryType, Owner
+from handlers.recall import PAST_MESSAGES
 from handlers.search import SearchMode
 from memstream.sdk.search_filters import SearchFilters
 
@@ -103,6 +104,7 @@ class BuildContext(_Body):
     max_chars: int = Field(default=4000, ge=200, le=100_000)
     per_type: int = Field(default=5, ge=1, le=50)
     agent_id: Identifier | None = None
+    past_messages: int = Field(default=PAST_MESSAGES, ge=0, le=50)
 
 
 class Context(BaseModel):

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from events.memories import MEMORY_TYPES
+from handlers.recall import PAST_MESSAGES
 from memstream.cli.settings import settings_with_a_database
 from memstream.sdk.memory_types import known_types
 
@@ -47,6 +48,12 @@ def register(commands: Any) -> None:
     context.add_argument("query")
     context.add_argument("--session", help="add this session's turns so far")
     context.add_argument("--max-chars", type=int, default=4_000)
+    context.add_argument(
+        "--past-messages",
+        type=int,
+        default=PAST_MESSAGES,
+        help="earlier messages of the user's to show (0: none)",
+    )
     context.set_defaults(run=_context)
 
     history = commands.add_parser("history", help="every version of one memory")
@@ -104,7 +111,11 @@ def _context(args: argparse.Namespace) -> int:
     block = _read(
         args,
         lambda client: client.build_context(
-            args.user, args.query, session_id=args.session, max_chars=args.max_chars
+            args.user,
+            args.query,
+            session_id=args.session,
+            max_chars=args.max_chars,
+            past_messages=args.past_messages,
         ),
     )
     print(json.dumps({"context": block}, ensure_ascii=False) if args.json else block)

@@ -29,6 +29,7 @@ from events.turns import SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
 from handlers.extraction.custom import heading_of
 from handlers.messages import ChatMessage, normalize_messages
+from handlers.recall import PAST_MESSAGES, PastMessage, recalled
 from handlers.rendering import detect_language
 from handlers.search import SearchMode
 from memstream.sdk.client_base import MemoryNotFound
@@ -48,6 +49,10 @@ from memstream.sdk.results import (
 from memstream.sdk.search_filters import SearchFilters, as_filters
 
 __all__ = ["MemoryClient", "MemoryNotFound"]
+
+PAST_MESSAGES_SCANNED = 2_000
+"""How many of the user's latest turns a `build_context` call ranks for its past messages: a
+query's cost is bounded by this, not by the user's whole history."""
 
 
 class MemoryClient(ForgettingCalls, CorrectionCalls):
@@ -196,10 +201,13 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
         max_chars: int = 4_000,
         per_type: int = 5,
         agent_id: str | None = None,
+        past_messages: int = PAST_MESSAGES,
     ) -> str:
         """A prompt-ready block: the user's L0 profile, the memories most relevant to `query`
-        (up to `per_type` of each enabled type), and the session so far — at most `max_chars`
-        characters, its labels in the conversation's language."""
+        (up to `per_type` of each enabled type), up to `past_messages` of the user's messages
+        from other sessions that match `query` best (0: none; `handlers.recall`), and the
+        session so far — at most `max_chars` characters, its labels in the conversation's
+        language."""
         types = self.settings.memory.extraction.enabled
         found = await self.search(
             user_id, query, types=types, limit=per_type * len(types), agent_id=agent_id
@@ -214,9 +222,19 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
         profile = await self.profile(user_id)
         stored = (profile.get("fields") or {}) if profile is not None else {}
         fields = {name: str(entry["value"]) for name, entry in stored.items()}
+        recalled_messages: list[PastMessage] = []
+        if past_messages > 0:
+            earlier = await (await self._reads()).past_messages(
+                self._memory_user(user_id),
+                other_than=session_id,
+                agent_id=agent_id,
+                scanned=PAST_MESSAGES_SCANNED,
+            )
+            recalled_messages = recalled(query, earlier, past_messages)
         return context_block(
             profile=fields,
             memories=picked,
+            past_messages=recalled_messages,
             history=history,
             language=detect_language([query, history]),
             max_chars=max_chars,

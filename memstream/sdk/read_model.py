@@ -19,6 +19,7 @@ from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from events.memories import MemoryType
 from handlers.history import state_as_of
 from handlers.messages import ChatMessage
+from handlers.recall import PastMessage, speaker_of
 from handlers.rendering import session_context
 from handlers.search import NO_FILTERS, Filters, SearchMode
 from memstream.sdk.results import (
@@ -225,6 +226,29 @@ class ReadModel:
         cursor = self._db[TURNS].find(query).sort("occurred_at", DESCENDING).limit(limit)
         return cast(list[Turn], list(reversed(await cursor.to_list())))
 
+    async def past_messages(
+        self, user_id: str, *, other_than: str | None, agent_id: str | None, scanned: int
+    ) -> list[PastMessage]:
+        """The user's latest `scanned` user and assistant turns outside session `other_than`
+        (of agent `agent_id`, when given), newest first, for `handlers.recall`."""
+        query: Document = {"user_id": user_id, "role": {"$in": ["user", "assistant"]}}
+        if other_than is not None:
+            query["session_id"] = {"$ne": other_than}
+        if agent_id is not None:
+            query["agent_id"] = agent_id
+        fields = {"role": 1, "name": 1, "content": 1, "occurred_at": 1}
+        found = await self._find(
+            TURNS, query, fields, sort=[("occurred_at", DESCENDING)], limit=scanned
+        )
+        return [
+            PastMessage(
+                speaker_of(turn["role"], turn.get("name")),
+                turn["content"],
+                turn["occurred_at"].date() if turn.get("occurred_at") else None,
+            )
+            for turn in found
+        ]
+
     async def session_history(
         self, user_id: str, session_id: str, *, max_chars_per_message: int, snapshots: int
     ) -> str:
@@ -332,8 +356,11 @@ class ReadModel:
         query: Document,
         projection: Document | None = None,
         sort: list[tuple[str, int]] | None = None,
+        limit: int = 0,
     ) -> list[Document]:
         cursor = self._db[collection].find(query, projection)
         if sort:
             cursor = cursor.sort(sort)
+        if limit:
+            cursor = cursor.limit(limit)
         return await cursor.to_list()

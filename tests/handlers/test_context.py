@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from handlers.context import ContextMemory, context_block
+from handlers.recall import PastMessage
 
 PROFILE = {"name": "Tim", "employer": "The user works at Stripe."}
 MEMORIES = [
@@ -119,3 +122,48 @@ def test_a_custom_type_has_its_declared_heading_after_the_built_in_types() -> No
         "## Misconceptions\n- The user believes plants eat soil.\n\n"
         "## open_ticket\n- The user's charger is broken."
     )
+
+
+PAST = [
+    PastMessage("Caroline", "I went to the LGBTQ support group yesterday.", date(2023, 5, 8)),
+    PastMessage("Melanie", "We went camping at the beach last weekend!", date(2023, 5, 25)),
+]
+
+
+def test_past_messages_come_dated_under_their_label_before_the_session() -> None:
+    block = context_block(
+        profile={},
+        memories=MEMORIES[:1],
+        history=HISTORY,
+        language="en",
+        max_chars=2_000,
+        past_messages=PAST,
+    )
+    assert block == (
+        "## Facts\n- The user likes espresso.\n\n"
+        "## From earlier conversations\n"
+        "- [8 May 2023] Caroline: I went to the LGBTQ support group yesterday.\n"
+        "- [25 May 2023] Melanie: We went camping at the beach last weekend!\n\n"
+        "## This conversation so far\n[user]: hi\n[assistant]: hello\n[user]: what's new?"
+    )
+
+
+def test_a_tight_limit_takes_the_best_past_message_in_turn_with_the_memories() -> None:
+    block = context_block(
+        profile={}, memories=MEMORIES, history="", language="en", max_chars=280, past_messages=PAST
+    )
+    assert "The user likes espresso." in block and "support group" in block
+    assert "The user cycles to work." not in block and "camping" not in block
+    assert len(block) <= 280
+
+
+def test_past_messages_in_a_chinese_conversation_have_the_chinese_label_and_dates() -> None:
+    block = context_block(
+        profile={},
+        memories=[],
+        history="",
+        language="zh",
+        max_chars=500,
+        past_messages=[PastMessage("User", "我上周去了杭州。", date(2023, 5, 8))],
+    )
+    assert block == "## 以往对话摘录\n- [2023年5月8日] User: 我上周去了杭州。"

@@ -51,6 +51,9 @@ def test_every_endpoint_records_and_reads_through_the_running_pipeline(api: Serv
 
         context = memory.build_context("where does the user work?", user_id="acme-tim")
         assert "The user works at Stripe." in context
+        assert "User: I work at Stripe." in context  # s1's message, recalled from the past
+        context = memory.build_context("work?", user_id="acme-tim", past_messages=0)
+        assert "## From earlier conversations" not in context
 
         every = list(memory.memories(user_id="acme-tim", page_size=1))  # one page per memory
         assert sorted(m["text"] for m in every) == [

@@ -51,6 +51,10 @@ def test_the_cli_shows_memories_search_results_context_and_history(
 
     context = memstream(pipeline, "context", "--user", "gus", "job")
     assert "The user works at Stripe." in context.stdout
+    recalled = memstream(pipeline, "context", "--user", "gus", "where do I work")
+    assert "] User: I work at Stripe." in recalled.stdout  # the message, dated
+    left_out = memstream(pipeline, "context", "--user", "gus", "work", "--past-messages", "0")
+    assert left_out.returncode == 0 and "User: I work" not in left_out.stdout
 
     history = memstream(pipeline, "history", "--user", "gus", memory["memory_id"])
     assert history.stdout.strip() == expected

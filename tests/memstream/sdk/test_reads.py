@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -194,11 +195,28 @@ def test_build_context_fits_its_limit_with_profile_memories_and_the_session(
     learned.record("pia", "s3", [{"role": "user", "content": "What should I drink today?"}])
     with SyncMemoryClient(learned.settings) as client:
         eventually(lambda: client.recent_turns("pia", "s3"), bool, what="the new turn projected")
-        block = client.build_context("pia", "What should I drink?", session_id="s3", max_chars=400)
+        block = client.build_context(
+            "pia", "What should I drink?", session_id="s3", max_chars=400, past_messages=0
+        )
         assert len(block) <= 400
         assert "## Facts" in block and "The user drinks green tea every morning." in block
         assert block.endswith("[user]: What should I drink today?")
         assert "Lisbon" not in block  # superseded: not current
+
+
+def test_build_context_recalls_the_users_own_earlier_messages_dated_outside_the_session(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
+        block = client.build_context("pia", "Where did I move?", session_id="s1")
+        past = block.split("## From earlier conversations\n")[1].split("\n\n")[0]
+        assert re.fullmatch(r"- \[\d{1,2} \w+ \d{4}\] User: second chat: I moved to Porto\.", past)
+        assert "## This conversation so far" in block  # s1's own message is there, not above
+        zeds = client.build_context("zed", "Where did I move to Porto?")
+        assert "moved to Porto" not in zeds  # another user's messages are never recalled
+        assert "## From earlier conversations" not in client.build_context(
+            "pia", "Where did I move?", past_messages=0
+        )
 
 
 def test_events_replay_then_follow_live(learned: PipelineHarness) -> None:

@@ -1,0 +1,71 @@
+"""Recalling past messages: keyword ranking over speaker and text, ties by recency, cut text."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from handlers.recall import (
+    MESSAGE_CHARS,
+    PastMessage,
+    recalled,
+    shown_text,
+    speaker_of,
+    stemmed,
+)
+
+MESSAGES = [
+    PastMessage("Caroline", "I researched adoption agencies last week.", date(2023, 5, 8)),
+    PastMessage("Melanie", "I painted a sunrise over the lake.", date(2023, 5, 25)),
+    PastMessage("Caroline", "Thanks, that means a lot!", date(2023, 6, 9)),
+    PastMessage("Melanie", "The kids loved the pottery class.", date(2023, 6, 9)),
+]
+
+
+def test_the_message_sharing_the_rarest_words_with_the_question_comes_first() -> None:
+    found = recalled("What did Melanie paint at the lake?", MESSAGES, 2)
+    assert found[0].text == "I painted a sunrise over the lake."
+
+
+def test_a_question_naming_a_speaker_finds_what_that_speaker_said() -> None:
+    found = recalled("What did Caroline research?", MESSAGES, 1)
+    assert found == [MESSAGES[0]]
+
+
+def test_messages_sharing_no_word_with_the_question_are_never_recalled() -> None:
+    assert recalled("quantum chromodynamics", MESSAGES, 5) == []
+
+
+def test_equal_scores_put_the_later_message_first() -> None:
+    same = [
+        PastMessage("A", "We went hiking.", date(2023, 1, 1)),
+        PastMessage("A", "We went hiking.", date(2023, 3, 1)),
+    ]
+    assert [m.said_on for m in recalled("hiking", same, 2)] == [date(2023, 3, 1), date(2023, 1, 1)]
+
+
+def test_no_limit_or_no_messages_recalls_nothing() -> None:
+    assert recalled("lake", MESSAGES, 0) == []
+    assert recalled("lake", [], 3) == []
+
+
+def test_chinese_messages_match_on_characters_and_bigrams() -> None:
+    messages = [PastMessage("User", "我很喜欢咖啡。"), PastMessage("User", "今天下雨了。")]
+    assert recalled("咖啡", messages, 1) == [messages[0]]
+
+
+def test_a_long_message_is_cut_at_a_word_with_an_ellipsis() -> None:
+    text = "word " * 200
+    shown = shown_text(text)
+    assert len(shown) <= MESSAGE_CHARS and shown.endswith("word…")
+    assert shown_text("a  short\nmessage") == "a short message"
+
+
+def test_a_speaker_is_shown_by_name_or_else_by_role() -> None:
+    assert speaker_of("assistant", "Melanie") == "Melanie"
+    assert speaker_of("user", None) == "User"
+
+
+def test_a_word_finds_its_other_forms_by_their_english_stem() -> None:
+    assert stemmed("Painted PAINTING paints") == "paint paint paint"
+    found = recalled("What did Caroline paint?", [PastMessage("Mel", "I painted a lake.")], 1)
+    assert found == [PastMessage("Mel", "I painted a lake.")]
