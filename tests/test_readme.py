@@ -256,7 +256,8 @@ def test_the_documented_locomo_command_is_the_runners() -> None:
     args = build_parser().parse_args(match[1].replace("\\\n", " ").split())
     assert (args.only, args.sessions, args.types) == ("conv-26", 4, "semantic,episodic")
     assert args.embedded and not args.no_full_context
-    assert args.context == ("build_context", "search")
+    assert args.context == ("build_context", "memories_only", "search")
+    assert args.max_chars == 2400
 
 
 def test_the_readme_stays_short_and_links_every_page() -> None:
