@@ -209,8 +209,13 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
         session so far — at most `max_chars` characters, its labels in the conversation's
         language."""
         types = self.settings.memory.extraction.enabled
-        found = await self.search(
-            user_id, query, types=types, limit=per_type * len(types), agent_id=agent_id
+        found, history, profile, recalled_messages = await asyncio.gather(
+            self.search(
+                user_id, query, types=types, limit=per_type * len(types), agent_id=agent_id
+            ),
+            self.session_history(user_id, session_id) if session_id else _no_history(),
+            self.profile(user_id),
+            self._past_messages(user_id, query, session_id, agent_id, past_messages),
         )
         picked: list[ContextMemory] = []
         for memory_type in types:
@@ -218,19 +223,8 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
             picked.extend(
                 ContextMemory(memory_type, m["text"], _day(m.get("created_at"))) for m in ranked
             )
-        history = await self.session_history(user_id, session_id) if session_id else ""
-        profile = await self.profile(user_id)
         stored = (profile.get("fields") or {}) if profile is not None else {}
         fields = {name: str(entry["value"]) for name, entry in stored.items()}
-        recalled_messages: list[PastMessage] = []
-        if past_messages > 0:
-            earlier = await (await self._reads()).past_messages(
-                self._memory_user(user_id),
-                other_than=session_id,
-                agent_id=agent_id,
-                scanned=PAST_MESSAGES_SCANNED,
-            )
-            recalled_messages = recalled(query, earlier, past_messages)
         return context_block(
             profile=fields,
             memories=picked,
@@ -243,6 +237,21 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
                 for name, declared in self.settings.memory.custom_types.items()
             },
         )
+
+    async def _past_messages(
+        self, user_id: str, query: str, session_id: str | None, agent_id: str | None, limit: int
+    ) -> list[PastMessage]:
+        """`build_context`'s past messages: the user's latest turns outside the session, ranked
+        for `query` off the event loop (`handlers.recall`); none when `limit` is 0."""
+        if limit <= 0:
+            return []
+        earlier = await (await self._reads()).past_messages(
+            self._memory_user(user_id),
+            other_than=session_id,
+            agent_id=agent_id,
+            scanned=PAST_MESSAGES_SCANNED,
+        )
+        return await asyncio.to_thread(recalled, query, earlier, limit)
 
     async def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Turn]:
         """Short-term memory: the session's latest turns, oldest first."""
@@ -331,3 +340,8 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
 def _day(value: Any) -> date | None:
     """A read-model timestamp's UTC day (None when there is none)."""
     return value.date() if isinstance(value, datetime) else None
+
+
+async def _no_history() -> str:
+    """The session so far when `build_context` is given no session: none."""
+    return ""
