@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import orjson
 
 from events.codec import AnyEvent, encode
-from handlers.key_ring import StoreKeyRing, with_keys
+from handlers.key_ring import StoreKeyRing
+from handlers.key_ring import with_keys as _with_keys
 from handlers.sealed_events import (
     KeyRing,
     NoKeyStore,
@@ -26,9 +27,17 @@ from handlers.sealed_events import (
     without_sealed_turns,
 )
 from handlers.session_window import SessionWindow
+from streams.retrying import through_outages
 
 T = TypeVar("T")
 Read = Callable[[bytes | None, bytes | None, KeyRing | None], T]
+
+
+async def with_keys(work: Callable[[], T]) -> T:
+    """`handlers.key_ring.with_keys`, its key lookups waited out through a database outage
+    (`streams.retrying`): a key looked up while MongoDB is down retries, it never crashes the
+    stage's agent."""
+    return await through_outages(lambda: _with_keys(work), "looking up a data key")
 
 
 @dataclass(frozen=True)
