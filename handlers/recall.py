@@ -7,7 +7,12 @@ sessions that share the most words with the question, each with the day it was s
 ranking:
 
 * BM25 (`handlers.search.KeywordIndex`, the memories' keyword scoring) over each message's
-  speaker and text, so a question that names a person finds what that person said;
+  speaker and text, so a question that names a person finds what that person said, and over
+  the message said just before it in its conversation (`PastMessage.before`, matched but not
+  shown): an answer ("Yes, the one by the lake!") often shares no word with the question
+  that the message it answers holds;
+* the query's English stop words ("what", "did", "the": Snowball's list) left out, so that
+  short messages full of them do not outrank the one naming the thing asked about;
 * Latin-script words reduced to their English stems first (Snowball), so "paint" finds
   "painted"; CJK text is matched as the memories' search matches it (characters and bigrams);
 * only messages that share at least one token with the query; best score first, ties by the
@@ -20,8 +25,9 @@ cost does not grow with the user's whole history).
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -38,6 +44,19 @@ MESSAGE_CHARS = 400
 
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _ENGLISH = snowballstemmer.stemmer("english")
+_STOP_WORDS = """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom this
+    that these those am is are was were be been being have has had having do does did doing
+    would should could ought a an the and but if or because as until while of at by for with
+    about against between into through during before after above below to from up down in out
+    on off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very cannot
+    s t d ll m re ve isn aren wasn weren hasn haven hadn doesn don didn won wouldn shan shouldn
+    can couldn mustn let"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+"""Snowball's English stop words, and the pieces its contractions ("didn't") split into: left
+out of a recall query."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +67,12 @@ class PastMessage:
     """Who said it: the speaker's name, or their role ("User", "Assistant")."""
     text: str
     said_on: date | None = None
+    before: str = ""
+    """What was said just before it in its conversation, when known: matched, never shown."""
 
     @property
     def searchable(self) -> str:
-        return f"{self.speaker}: {self.text}"
+        return f"{self.speaker}: {self.text} {self.before}".rstrip()
 
 
 def speaker_of(role: str, name: str | None) -> str:
@@ -64,7 +85,7 @@ def recalled(query: str, messages: Sequence[PastMessage], limit: int) -> list[Pa
     if limit <= 0 or not messages:
         return []
     index = KeywordIndex.built([stemmed(message.searchable) for message in messages])
-    scores = index.scores(stemmed(query), np.ones(len(messages), dtype=np.bool_))
+    scores = index.scores(stemmed(query, STOP_WORDS), np.ones(len(messages), dtype=np.bool_))
     order = sorted(
         (position for position in range(len(messages)) if scores[position] > 0),
         key=lambda position: (
@@ -76,9 +97,27 @@ def recalled(query: str, messages: Sequence[PastMessage], limit: int) -> list[Pa
     return [messages[position] for position in order[:limit]]
 
 
-def stemmed(text: str) -> str:
-    """`text` with each word of Latin letters lower-cased and replaced by its English stem."""
-    return _LATIN_WORD.sub(lambda word: _stem(word.group(0).casefold()), text)
+def stemmed(text: str, leaving_out: frozenset[str] = frozenset()) -> str:
+    """`text` with each word of Latin letters lower-cased and replaced by its English stem, and
+    the words in `leaving_out` (lower-case, before stemming) left out."""
+
+    def stem(word: re.Match[str]) -> str:
+        folded = word.group(0).casefold()
+        return "" if folded in leaving_out else _stem(folded)
+
+    return _LATIN_WORD.sub(stem, text)
+
+
+def preceding(conversations: Sequence[Sequence[str]], texts: Mapping[str, str]) -> dict[str, str]:
+    """For each turn id of `texts`, the text of the turn just before it in its conversation,
+    when that turn is in `texts` too. `conversations` are runs of turn ids in the order they
+    were said (a promoted snapshot's `turn_ids`)."""
+    found: dict[str, str] = {}
+    for run in conversations:
+        for earlier, turn_id in itertools.pairwise(run):
+            if turn_id in texts and earlier in texts:
+                found[turn_id] = texts[earlier]
+    return found
 
 
 def shown_text(text: str, max_chars: int = MESSAGE_CHARS) -> str:

@@ -62,7 +62,9 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("user_id", ASCENDING), ("session_id", ASCENDING), ("occurred_at", ASCENDING)]),
         IndexModel([("snapshot_id", ASCENDING)]),
         IndexModel([("user_id", ASCENDING), ("partition", ASCENDING)]),  # forgetting a user
-        IndexModel([("user_id", ASCENDING), ("occurred_at", DESCENDING)]),  # past messages
+        IndexModel(  # past messages: the latest turns, equal times in a fixed order
+            [("user_id", ASCENDING), ("occurred_at", DESCENDING), ("_id", DESCENDING)]
+        ),
     ],
     SNAPSHOTS: [
         # Not unique: `seq` restarts when an ephemeral log is lost; snapshot ids never do.
@@ -87,6 +89,7 @@ INDEXES: dict[str, list[IndexModel]] = {
 
 RETIRED_INDEXES: dict[str, list[str]] = {
     SNAPSHOTS: ["user_id_1_session_id_1_seq_1"],  # unique in 0.1: clashed after a lost log
+    TURNS: ["user_id_1_occurred_at_-1"],  # past messages before their order had a tie-break
 }
 
 

@@ -19,7 +19,7 @@ from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from events.memories import MemoryType
 from handlers.history import state_as_of
 from handlers.messages import ChatMessage
-from handlers.recall import PastMessage, speaker_of
+from handlers.recall import PastMessage, preceding, speaker_of
 from handlers.rendering import session_context
 from handlers.search import NO_FILTERS, Filters, SearchMode
 from memstream.sdk.results import (
@@ -230,21 +230,38 @@ class ReadModel:
         self, user_id: str, *, other_than: str | None, agent_id: str | None, scanned: int
     ) -> list[PastMessage]:
         """The user's latest `scanned` user and assistant turns outside session `other_than`
-        (of agent `agent_id`, when given), newest first, for `handlers.recall`."""
+        (of agent `agent_id`, when given), newest first (equal times by turn id, so the same
+        read gives the same list), each with the message said just before it when its snapshot
+        has been promoted (`handlers.recall.preceding`), for `handlers.recall`."""
         query: Document = {"user_id": user_id, "role": {"$in": ["user", "assistant"]}}
         if other_than is not None:
             query["session_id"] = {"$ne": other_than}
         if agent_id is not None:
             query["agent_id"] = agent_id
-        fields = {"role": 1, "name": 1, "content": 1, "occurred_at": 1}
+        fields = {"role": 1, "name": 1, "content": 1, "occurred_at": 1, "snapshot_id": 1}
         found = await self._find(
-            TURNS, query, fields, sort=[("occurred_at", DESCENDING)], limit=scanned
+            TURNS,
+            query,
+            fields,
+            sort=[("occurred_at", DESCENDING), ("_id", DESCENDING)],
+            limit=scanned,
+        )
+        snapshot_ids = sorted({turn["snapshot_id"] for turn in found if turn.get("snapshot_id")})
+        snapshots = (
+            await self._find(SNAPSHOTS, {"_id": {"$in": snapshot_ids}}, {"turn_ids": 1})
+            if snapshot_ids
+            else []
+        )
+        before = preceding(
+            [snapshot.get("turn_ids", []) for snapshot in snapshots],
+            {turn["_id"]: turn["content"] for turn in found},
         )
         return [
             PastMessage(
                 speaker_of(turn["role"], turn.get("name")),
                 turn["content"],
                 turn["occurred_at"].date() if turn.get("occurred_at") else None,
+                before.get(turn["_id"], ""),
             )
             for turn in found
         ]

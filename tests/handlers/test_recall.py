@@ -6,7 +6,9 @@ from datetime import date
 
 from handlers.recall import (
     MESSAGE_CHARS,
+    STOP_WORDS,
     PastMessage,
+    preceding,
     recalled,
     shown_text,
     speaker_of,
@@ -69,3 +71,33 @@ def test_a_word_finds_its_other_forms_by_their_english_stem() -> None:
     assert stemmed("Painted PAINTING paints") == "paint paint paint"
     found = recalled("What did Caroline paint?", [PastMessage("Mel", "I painted a lake.")], 1)
     assert found == [PastMessage("Mel", "I painted a lake.")]
+
+
+def test_stop_words_in_the_question_do_not_outrank_the_words_it_asks_about() -> None:
+    messages = [
+        PastMessage("A", "What did you do? What was it?", date(2023, 6, 9)),
+        PastMessage("A", "We finally adopted a beagle puppy.", date(2023, 5, 8)),
+    ]
+    assert recalled("What did they adopt?", messages, 1) == [messages[1]]
+
+
+def test_a_question_of_stop_words_only_recalls_nothing() -> None:
+    assert recalled("What did you do?", [PastMessage("A", "What did you do?")], 3) == []
+
+
+def test_an_answer_is_found_by_the_words_of_the_message_before_it_and_shown_without_them() -> None:
+    answer = PastMessage(
+        "User", "Mont Blanc, with my sister.", before="Which mountain did you climb?"
+    )
+    assert recalled("What mountain did I climb?", [answer], 1) == [answer]
+    assert recalled("What mountain did I climb?", [PastMessage("User", answer.text)], 1) == []
+
+
+def test_stemming_can_leave_out_given_words() -> None:
+    assert stemmed("What did Caroline paint?", STOP_WORDS) == "  carolin paint?"
+
+
+def test_each_turn_gets_the_text_of_the_turn_just_before_it_in_its_conversation() -> None:
+    texts = {"t1": "Which mountain?", "t2": "Mont Blanc.", "t4": "Thanks!", "u1": "Hello"}
+    found = preceding([["t1", "t2", "t3", "t4"], ["u1"]], texts)
+    assert found == {"t2": "Which mountain?"}  # t3 is not among the texts, so t4 has none

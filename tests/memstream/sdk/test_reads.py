@@ -71,6 +71,13 @@ def learned_once(broker: Any, mongo: Any, tmp_path_factory: Any) -> Iterator[Pip
             harness.discard()
 
 
+CLIMB = [
+    {"role": "assistant", "content": "Which mountain did you climb last weekend?"},
+    {"role": "user", "content": "Mont Blanc, with my sister."},
+]
+"""`kai`'s answer shares no word with a question about it; the question it answers does."""
+
+
 def taught(pipeline: PipelineHarness) -> PipelineHarness:
     llm = pipeline.llm
     llm.on(
@@ -100,6 +107,8 @@ def taught(pipeline: PipelineHarness) -> PipelineHarness:
     eventually(lambda: pipeline.memories(user_id="pia"), lambda m: len(m) == 4, what="an update")
     pipeline.record("zed", "s1", [{"role": "user", "content": first}])
     pipeline.flush("zed", "s1")
+    pipeline.record("kai", "k1", CLIMB)
+    pipeline.flush("kai", "k1")
     eventually(
         lambda: pipeline.memories(user_id="zed"), lambda m: len(m) == 3, what="zed's memories"
     )
@@ -217,6 +226,22 @@ def test_build_context_recalls_the_users_own_earlier_messages_dated_outside_the_
         assert "## From earlier conversations" not in client.build_context(
             "pia", "Where did I move?", past_messages=0
         )
+
+
+def test_build_context_recalls_an_answer_by_the_question_said_just_before_it(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
+        block = eventually(
+            lambda: client.build_context("kai", "What mountain did I climb?", session_id="k2"),
+            lambda shown: "Mont Blanc" in shown,
+            what="kai's answer recalled",
+        )
+        past = block.split("## From earlier conversations\n")[1].split("\n\n")[0]
+        assert re.search(
+            r"^- \[\d{1,2} \w+ \d{4}\] User: Mont Blanc, with my sister\.$", past, re.M
+        )
+        assert "Which mountain" in past  # the question itself is recalled too, by its own words
 
 
 def test_events_replay_then_follow_live(learned: PipelineHarness) -> None:
