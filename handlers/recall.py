@@ -41,6 +41,9 @@ PAST_MESSAGES = 6
 """How many past messages `build_context` shows unless told otherwise."""
 MESSAGE_CHARS = 400
 """A past message is shown up to this many characters (cut at a word, with an ellipsis)."""
+BEFORE_CHARS = 1_000
+"""Of the message said before a past message, its last this many characters are matched: where
+a long reply's question to the speaker usually is, and a bound on the text a call ranks."""
 
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _ENGLISH = snowballstemmer.stemmer("english")
@@ -109,14 +112,14 @@ def stemmed(text: str, leaving_out: frozenset[str] = frozenset()) -> str:
 
 
 def preceding(conversations: Sequence[Sequence[str]], texts: Mapping[str, str]) -> dict[str, str]:
-    """For each turn id of `texts`, the text of the turn just before it in its conversation,
-    when that turn is in `texts` too. `conversations` are runs of turn ids in the order they
-    were said (a promoted snapshot's `turn_ids`)."""
+    """For each turn id of `texts`, the text of the turn just before it in its conversation
+    (its last `BEFORE_CHARS` characters), when that turn is in `texts` too. `conversations` are
+    runs of turn ids in the order they were said (a promoted snapshot's `turn_ids`)."""
     found: dict[str, str] = {}
     for run in conversations:
         for earlier, turn_id in itertools.pairwise(run):
             if turn_id in texts and earlier in texts:
-                found[turn_id] = texts[earlier]
+                found[turn_id] = texts[earlier][-BEFORE_CHARS:]
     return found
 
 

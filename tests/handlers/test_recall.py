@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 from handlers.recall import (
+    BEFORE_CHARS,
     MESSAGE_CHARS,
     STOP_WORDS,
     PastMessage,
@@ -101,3 +102,9 @@ def test_each_turn_gets_the_text_of_the_turn_just_before_it_in_its_conversation(
     texts = {"t1": "Which mountain?", "t2": "Mont Blanc.", "t4": "Thanks!", "u1": "Hello"}
     found = preceding([["t1", "t2", "t3", "t4"], ["u1"]], texts)
     assert found == {"t2": "Which mountain?"}  # t3 is not among the texts, so t4 has none
+
+
+def test_only_the_end_of_a_long_message_before_is_kept() -> None:
+    long_reply = "x" * (BEFORE_CHARS + 500) + " Which mountain?"
+    found = preceding([["a", "b"]], {"a": long_reply, "b": "Mont Blanc."})
+    assert found["b"] == long_reply[-BEFORE_CHARS:] and found["b"].endswith("Which mountain?")
