@@ -83,12 +83,19 @@ def speaker_of(role: str, name: str | None) -> str:
     return name if name else role.capitalize()
 
 
-def recalled(query: str, messages: Sequence[PastMessage], limit: int) -> list[PastMessage]:
-    """The at most `limit` messages that best match `query` (see the module doc)."""
+def recalled(
+    query: str,
+    messages: Sequence[PastMessage],
+    limit: int,
+    *,
+    stop_words: frozenset[str] = STOP_WORDS,
+) -> list[PastMessage]:
+    """The at most `limit` messages that best match `query` (see the module doc), the query's
+    `stop_words` left out."""
     if limit <= 0 or not messages:
         return []
     index = KeywordIndex.built([stemmed(message.searchable) for message in messages])
-    scores = index.scores(stemmed(query, STOP_WORDS), np.ones(len(messages), dtype=np.bool_))
+    scores = index.scores(stemmed(query, stop_words), np.ones(len(messages), dtype=np.bool_))
     order = sorted(
         (position for position in range(len(messages)) if scores[position] > 0),
         key=lambda position: (

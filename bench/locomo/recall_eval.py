@@ -15,8 +15,8 @@ first `--sessions` sessions, the top `k` recalled messages are compared with its
 
 Three rankings, so a change shows what each part adds:
 
-* `keywords`: BM25 over stemmed speaker and text, every query word kept (as built on
-  2026-12-05, before stop words and `before`);
+* `keywords`: `recalled` over speaker and text alone, every query word kept (the ranking as
+  built on 2026-12-05, before stop words and `before`);
 * `stop_words`: the same with the query's stop words left out;
 * `as_built`: `handlers.recall.recalled` (stop words left out, and `before` matched).
 
@@ -35,33 +35,32 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.locomo.dataset import Sample, evidence_ids, first_sessions, load
 from bench.locomo.scoring import scored
 from handlers.context import past_message_line
-from handlers.recall import PastMessage, preceding, recalled, stemmed
-from handlers.search import KeywordIndex
+from handlers.recall import STOP_WORDS, PastMessage, preceding, recalled
 
 Ranking = Callable[[str, Sequence[PastMessage], int], list[PastMessage]]
 
 
 def keywords(query: str, messages: Sequence[PastMessage], limit: int) -> list[PastMessage]:
-    """The ranking before stop words and `before`: BM25 over every stemmed word."""
-    index = KeywordIndex.built([stemmed(f"{m.speaker}: {m.text}") for m in messages])
-    scores = index.scores(stemmed(query), np.ones(len(messages), dtype=np.bool_))
-    order = sorted(
-        (p for p in range(len(messages)) if scores[p] > 0),
-        key=lambda p: (-scores[p], -_ordinal(messages[p]), p),
-    )
-    return [messages[p] for p in order[:limit]]
+    """The ranking before stop words and `before`: every query word, the text alone."""
+    return _without_before(query, messages, limit, frozenset())
 
 
 def stop_words(query: str, messages: Sequence[PastMessage], limit: int) -> list[PastMessage]:
-    """`recalled` without the message said before each one (the messages given are returned)."""
+    """`recalled` without the message said before each one."""
+    return _without_before(query, messages, limit, STOP_WORDS)
+
+
+def _without_before(
+    query: str, messages: Sequence[PastMessage], limit: int, leaving_out: frozenset[str]
+) -> list[PastMessage]:
+    """`recalled` on the messages without their `before` (the messages given are returned)."""
     plain = [replace(m, before="") for m in messages]
     given = {id(p): m for p, m in zip(plain, messages, strict=True)}
-    return [given[id(p)] for p in recalled(query, plain, limit)]
+    recalled_plain = recalled(query, plain, limit, stop_words=leaving_out)
+    return [given[id(p)] for p in recalled_plain]
 
 
 RANKINGS: dict[str, Ranking] = {
@@ -174,10 +173,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
-
-
-def _ordinal(message: PastMessage) -> int:
-    return message.said_on.toordinal() if message.said_on else 0
 
 
 if __name__ == "__main__":

@@ -108,3 +108,8 @@ def test_only_the_end_of_a_long_message_before_is_kept() -> None:
     long_reply = "x" * (BEFORE_CHARS + 500) + " Which mountain?"
     found = preceding([["a", "b"]], {"a": long_reply, "b": "Mont Blanc."})
     assert found["b"] == long_reply[-BEFORE_CHARS:] and found["b"].endswith("Which mountain?")
+
+
+def test_a_caller_may_keep_every_query_word() -> None:
+    said = [PastMessage("A", "What did you do?")]
+    assert recalled("What did you do?", said, 3, stop_words=frozenset()) == said
