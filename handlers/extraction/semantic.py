@@ -281,12 +281,27 @@ def _only_a_name(statement: str, transcript: Transcript) -> bool:
     return name == who or name in known
 
 
+_ABOUT_THE_CONVERSATION = re.compile(
+    r"^(the|this|our|their)\s+(conversation|chat|discussion|talk)\s+"
+    r"(took place|takes place|is taking place|happened|happens|was held|is held|occurred"
+    r"|was on|is on)\b"
+    r"|^(the\s+)?date of (the|this) (conversation|chat)\b"
+    r"|^(这次|本次|此次)?(对话|聊天|谈话)(发生|进行)?(在|于|是在)"
+    r"|^(这次|本次|此次)?(对话|聊天)日期",
+    re.IGNORECASE,
+)
+"""A sentence about when the conversation itself took place, often the prompt's own date
+sentence copied back ("The conversation took place on Wednesday, 1 February 2023."): every
+memory already carries the date it was said on."""
+
+
 def _narrates_the_conversation(statement: str) -> bool:
     """A question, or a sentence about the conversation itself rather than about a person:
-    what was said, advice given in it, or a passing mood."""
+    what was said, when it took place, advice given in it, or a passing mood."""
     return (
         statement.endswith(("?", "\uff1f"))
         or _NARRATION.match(statement) is not None
+        or _ABOUT_THE_CONVERSATION.match(statement) is not None
         or _NOT_A_LASTING_FACT.match(statement) is not None
     )
 

@@ -338,6 +338,9 @@ def test_words_starting_with_i_are_not_first_person() -> None:
         "The assistant provides tips for the last month of training.",
         "Does the user like tea?",
         "用户询问了天气。",
+        "The conversation took place on Wednesday, 1 February 2023.",
+        "This chat happened on 8 May 2023.",
+        "对话发生在2023年5月8日。",
     ],
 )
 def test_statements_narrating_the_conversation_are_dropped(statement: str) -> None:
@@ -362,6 +365,17 @@ def test_prompt_asks_for_the_conversation_language() -> None:
 )
 def test_copied_or_narrating_statements_are_dropped_anywhere(statement: str) -> None:
     assert parse(answer(fact(statement, subject="the user"))) == []
+
+
+def test_a_fact_about_a_conversation_the_user_had_is_kept() -> None:
+    said = "I gave a talk on Rust in Berlin, and I had a long conversation with my boss."
+    snap = snapshot(turns=[{"role": "user", "content": said}])
+    statements = [
+        "The user gave a talk on Rust in Berlin.",
+        "The user had a long conversation with their boss.",
+    ]
+    kept = parse(answer(*(fact(s) for s in statements)), snap)
+    assert [m.text for m in kept] == statements
 
 
 @pytest.mark.parametrize(
