@@ -34,6 +34,7 @@ from handlers.attribution import ASSISTANT_ALIASES, USER_ALIASES, rests_on
 from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.drafts import one_line, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 from handlers.rendering import Language
 
@@ -111,7 +112,9 @@ class TaxonomicExtractor:
     prompt_version = "taxonomic-1"
 
     def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
-        return True
+        """Not a conversation of pleasantries only (`only_pleasantries`): a definition must rest
+        on what the people said, and a greeting defines nothing."""
+        return not only_pleasantries(transcript_of(snapshot))
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot)

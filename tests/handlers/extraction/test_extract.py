@@ -139,6 +139,7 @@ async def test_blank_subject_answer_is_retried() -> None:
         (ProceduralExtractor(), "How's it going? Nice weather today."),
         (SemanticExtractor(), "Hi! How's it going?"),
         (EpisodicExtractor(), "Hey, I'm good, thanks! You?"),
+        (TaxonomicExtractor(), "Hi! How's it going?"),
     ],
 )
 async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(
@@ -162,7 +163,7 @@ async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(
         (EpisodicExtractor(), "I went hiking with my sister yesterday."),
         (ProceduralExtractor(), "From now on, always answer me in French."),
         (SemanticExtractor(), "I moved to Porto."),
-        (TaxonomicExtractor(), "How's it going?"),
+        (TaxonomicExtractor(), 'At work a "P0" is an outage that hits every customer.'),
     ],
 )
 def test_every_other_snapshot_is_worth_asking_about(extractor: Extractor, said: str) -> None:
