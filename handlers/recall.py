@@ -29,7 +29,7 @@ import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from functools import lru_cache
 
 import numpy as np
@@ -118,10 +118,45 @@ def stemmed(text: str, leaving_out: frozenset[str] = frozenset()) -> str:
     return _LATIN_WORD.sub(stem, text)
 
 
+@dataclass(frozen=True)
+class PromotedRun:
+    """Where a promoted snapshot's turns stand in their session, as its read model stores it."""
+
+    session_id: str
+    seq: int
+    """The snapshot's number in its session's window (`SnapshotPromoted.seq`): consecutive
+    within one window's lifetime, from 0 again when a session's window was retired and
+    reopened."""
+    first_turn_at: datetime
+    turn_ids: Sequence[str]
+
+
+def conversation_runs(snapshots: Sequence[PromotedRun]) -> list[list[str]]:
+    """The turn ids of `snapshots` as runs said one after the other, for `preceding`: the
+    snapshots of one session in the order their turns were said (first turn's time, then
+    number), each joined to the one before when it is the next of the same window (numbered
+    one more). A snapshot whose predecessor is not among `snapshots` starts a run of its own,
+    so two turns are never paired across a missing snapshot."""
+    sessions: dict[str, list[PromotedRun]] = {}
+    for snapshot in snapshots:
+        sessions.setdefault(snapshot.session_id, []).append(snapshot)
+    runs: list[list[str]] = []
+    for session_id in sorted(sessions):
+        ordered = sorted(sessions[session_id], key=lambda s: (s.first_turn_at, s.seq))
+        previous: PromotedRun | None = None
+        for snapshot in ordered:
+            if previous is not None and snapshot.seq == previous.seq + 1:
+                runs[-1].extend(snapshot.turn_ids)
+            else:
+                runs.append(list(snapshot.turn_ids))
+            previous = snapshot
+    return runs
+
+
 def preceding(conversations: Sequence[Sequence[str]], texts: Mapping[str, str]) -> dict[str, str]:
     """For each turn id of `texts`, the text of the turn just before it in its conversation
     (its last `BEFORE_CHARS` characters), when that turn is in `texts` too. `conversations` are
-    runs of turn ids in the order they were said (a promoted snapshot's `turn_ids`)."""
+    runs of turn ids in the order they were said (`conversation_runs`)."""
     found: dict[str, str] = {}
     for run in conversations:
         for earlier, turn_id in itertools.pairwise(run):

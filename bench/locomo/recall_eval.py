@@ -6,7 +6,7 @@ pipeline: `handlers.recall` on the conversation's turns).
 
 Every session's turns are past messages (speaker A and B by name, dated by their session, each
 with the turn before it in its session as `before`, as `memstream.sdk.read_model` gives them once
-a session is promoted as one snapshot). For each scored question whose evidence lies in the
+a session is promoted, in one snapshot or several). For each scored question whose evidence lies in the
 first `--sessions` sessions, the top `k` recalled messages are compared with its evidence turns:
 
 * `evidence`: the share of all questions' evidence turns that were recalled;

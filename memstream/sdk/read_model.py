@@ -19,7 +19,13 @@ from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from events.memories import MemoryType
 from handlers.history import state_as_of
 from handlers.messages import ChatMessage
-from handlers.recall import PastMessage, preceding, speaker_of
+from handlers.recall import (
+    PastMessage,
+    PromotedRun,
+    conversation_runs,
+    preceding,
+    speaker_of,
+)
 from handlers.rendering import session_context
 from handlers.search import NO_FILTERS, Filters, SearchMode
 from memstream.sdk.results import (
@@ -232,7 +238,8 @@ class ReadModel:
         """The user's latest `scanned` user and assistant turns outside session `other_than`
         (of agent `agent_id`, when given), newest first (equal times by turn id, so the same
         read gives the same list), each with the message said just before it when its snapshot
-        has been promoted (`handlers.recall.preceding`), for `handlers.recall`."""
+        has been promoted, in that snapshot or at the end of the session's previous one
+        (`handlers.recall.conversation_runs`, `preceding`), for `handlers.recall`."""
         query: Document = {"user_id": user_id, "role": {"$in": ["user", "assistant"]}}
         if other_than is not None:
             query["session_id"] = {"$ne": other_than}
@@ -248,14 +255,22 @@ class ReadModel:
         )
         snapshot_ids = sorted({turn["snapshot_id"] for turn in found if turn.get("snapshot_id")})
         snapshots = (
-            await self._find(SNAPSHOTS, {"_id": {"$in": snapshot_ids}}, {"turn_ids": 1})
+            await self._find(
+                SNAPSHOTS,
+                {"_id": {"$in": snapshot_ids}},
+                {"session_id": 1, "seq": 1, "first_turn_at": 1, "turn_ids": 1},
+            )
             if snapshot_ids
             else []
         )
-        before = preceding(
-            [snapshot.get("turn_ids", []) for snapshot in snapshots],
-            {turn["_id"]: turn["content"] for turn in found},
+        runs = conversation_runs(
+            [
+                PromotedRun(s["session_id"], s["seq"], s["first_turn_at"], s["turn_ids"])
+                for s in snapshots
+                if "turn_ids" in s  # promoted, not only extracted
+            ]
         )
+        before = preceding(runs, {turn["_id"]: turn["content"] for turn in found})
         return [
             PastMessage(
                 speaker_of(turn["role"], turn.get("name")),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 from handlers.recall import (
     BEFORE_CHARS,
     MESSAGE_CHARS,
     STOP_WORDS,
     PastMessage,
+    PromotedRun,
+    conversation_runs,
     preceding,
     recalled,
     shown_text,
@@ -102,6 +104,37 @@ def test_each_turn_gets_the_text_of_the_turn_just_before_it_in_its_conversation(
     texts = {"t1": "Which mountain?", "t2": "Mont Blanc.", "t4": "Thanks!", "u1": "Hello"}
     found = preceding([["t1", "t2", "t3", "t4"], ["u1"]], texts)
     assert found == {"t2": "Which mountain?"}  # t3 is not among the texts, so t4 has none
+
+
+def run(session: str, seq: int, minute: int, *turn_ids: str) -> PromotedRun:
+    return PromotedRun(session, seq, datetime(2026, 1, 5, 9, minute, tzinfo=UTC), turn_ids)
+
+
+def test_a_sessions_consecutive_snapshots_are_joined_in_the_order_said() -> None:
+    snapshots = [run("s1", 1, 10, "c", "d"), run("s2", 0, 1, "x"), run("s1", 0, 0, "a", "b")]
+    assert conversation_runs(snapshots) == [["a", "b", "c", "d"], ["x"]]
+
+
+def test_snapshots_are_not_joined_across_a_missing_one() -> None:
+    assert conversation_runs([run("s1", 0, 0, "a"), run("s1", 2, 20, "c")]) == [["a"], ["c"]]
+
+
+def test_a_reopened_window_starts_a_run_of_its_own() -> None:
+    """After a window is retired its session's snapshots are numbered from 0 again: the later
+    seq 0 follows the earlier seq 1 in time but is not its successor."""
+    snapshots = [
+        run("s1", 0, 0, "a"),
+        run("s1", 1, 5, "b"),
+        run("s1", 0, 40, "c"),
+        run("s1", 1, 45, "d"),
+    ]
+    assert conversation_runs(snapshots) == [["a", "b"], ["c", "d"]]
+
+
+def test_the_first_turn_of_a_snapshot_is_paired_with_the_last_of_the_one_before() -> None:
+    runs = conversation_runs([run("s1", 0, 0, "q"), run("s1", 1, 1, "a")])
+    texts = {"q": "Which mountain did you climb?", "a": "Mont Blanc."}
+    assert preceding(runs, texts) == {"a": "Which mountain did you climb?"}
 
 
 def test_only_the_end_of_a_long_message_before_is_kept() -> None:

@@ -76,6 +76,11 @@ CLIMB = [
     {"role": "user", "content": "Mont Blanc, with my sister."},
 ]
 """`kai`'s answer shares no word with a question about it; the question it answers does."""
+SWIM = [
+    [{"role": "assistant", "content": "And which lake did you swim in after?"}],
+    [{"role": "user", "content": "Lac Blanc, it was freezing."}],
+]
+"""Another such pair, the question and the answer flushed as two snapshots of one session."""
 
 
 def taught(pipeline: PipelineHarness) -> PipelineHarness:
@@ -109,6 +114,9 @@ def taught(pipeline: PipelineHarness) -> PipelineHarness:
     pipeline.flush("zed", "s1")
     pipeline.record("kai", "k1", CLIMB)
     pipeline.flush("kai", "k1")
+    for said in SWIM:
+        pipeline.record("kai", "k1", said)
+        pipeline.flush("kai", "k1")
     eventually(
         lambda: pipeline.memories(user_id="zed"), lambda m: len(m) == 3, what="zed's memories"
     )
@@ -242,6 +250,21 @@ def test_build_context_recalls_an_answer_by_the_question_said_just_before_it(
             r"^- \[\d{1,2} \w+ \d{4}\] User: Mont Blanc, with my sister\.$", past, re.M
         )
         assert "Which mountain" in past  # the question itself is recalled too, by its own words
+
+
+def test_build_context_recalls_an_answer_by_the_question_that_ended_the_snapshot_before(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
+        block = eventually(
+            lambda: client.build_context("kai", "What lake did I swim in?", session_id="k2"),
+            lambda shown: "Lac Blanc" in shown,
+            what="kai's answer from the next snapshot recalled",
+        )
+        past = block.split("## From earlier conversations\n")[1].split("\n\n")[0]
+        assert re.search(
+            r"^- \[\d{1,2} \w+ \d{4}\] User: Lac Blanc, it was freezing\.$", past, re.M
+        )
 
 
 def test_events_replay_then_follow_live(learned: PipelineHarness) -> None:
