@@ -123,14 +123,13 @@ def progress(db: Any, user_id: str, types: Sequence[str]) -> Progress:
             record = results.get(t) or {}
             decision_ids.extend(record.get("decision_ids") or [])
             failures += 1 if record.get("failure") else 0
-    projected = (
-        db["memory_events"].count_documents({"_id": {"$in": decision_ids}}) if decision_ids else 0
-    )
+    distinct = sorted(set(decision_ids))  # ids are the projector's: one document per id
+    projected = db["memory_events"].count_documents({"_id": {"$in": distinct}}) if distinct else 0
     return Progress(
         turns_in_snapshots=sum(int(s.get("turn_count") or 0) for s in snapshots),
         snapshots=len(snapshots),
         extracted=extracted,
-        decisions=len(decision_ids),
+        decisions=len(distinct),
         decisions_projected=projected,
         failures=failures,
     )

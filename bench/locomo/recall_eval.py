@@ -5,9 +5,10 @@ pipeline: `handlers.recall` on the conversation's turns).
         --out bench/results/locomo-recall-YYYY-MM-DD.json
 
 Every session's turns are past messages (speaker A and B by name, dated by their session, each
-with the turn before it in its session as `before`, as `memstream.sdk.read_model` gives them once
-a session is promoted, in one snapshot or several). For each scored question whose evidence lies in the
-first `--sessions` sessions, the top `k` recalled messages are compared with its evidence turns:
+with the turn before it in its session as `before`, as `memstream.sdk.read_model` gives them
+once a session is promoted, in one snapshot or several). For each scored question whose evidence
+lies in the first `--sessions` sessions, the top `k` recalled messages are compared with its
+evidence turns:
 
 * `evidence`: the share of all questions' evidence turns that were recalled;
 * `any_evidence`: the share of questions with at least one evidence turn recalled;

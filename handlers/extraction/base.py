@@ -142,11 +142,17 @@ def _merged(outcomes: Sequence[ExtractionOutcome]) -> ExtractionOutcome:
         if outcome.failure is not None:
             failure = f"part {index} of {len(outcomes)}: {outcome.failure}"
             return ExtractionOutcome((), attempts, failure, outcome.last_answer, answers)
-    memories: dict[tuple[str, str], MemoryContent] = {}
-    for outcome in outcomes:
-        for memory in outcome.memories:
-            memories.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
-    return ExtractionOutcome(tuple(memories.values()), attempts, answers=answers)
+    memories = distinct([memory for outcome in outcomes for memory in outcome.memories])
+    return ExtractionOutcome(memories, attempts, answers=answers)
+
+
+def distinct(memories: Sequence[MemoryContent]) -> tuple[MemoryContent, ...]:
+    """`memories` in order, each (subject, text) once, case aside: the same memory listed twice
+    in an answer is one memory, reconciled once (twice, its decisions would share an id)."""
+    found: dict[tuple[str, str], MemoryContent] = {}
+    for memory in memories:
+        found.setdefault((memory.subject.casefold(), memory.text.casefold()), memory)
+    return tuple(found.values())
 
 
 async def _extract_whole(
@@ -184,7 +190,8 @@ async def _extract_whole(
 def parsed(
     extractor: Extractor, answer: str, snapshot: SnapshotPromoted, limits: ExtractionLimits
 ) -> tuple[MemoryContent, ...]:
-    """The memories of one answer within `limits`, or `InvalidExtraction` saying which limit.
+    """The distinct memories of one answer within `limits`, or `InvalidExtraction` saying which
+    limit.
 
     Over the memory cap (distinct items) the answer is refused whole, not cut to its first
     items: an answer that long is a model listing the conversation, and which items to keep
@@ -197,7 +204,7 @@ def parsed(
             f"{drafts} memories in one answer, more than the limit of "
             f"{limits.max_memories}: keep only the most important"
         )
-    return tuple(extractor.parse(answer, snapshot))
+    return distinct(extractor.parse(answer, snapshot))
 
 
 def refuse_oversized(answer: str, max_answer_bytes: int) -> None:

@@ -9,6 +9,7 @@ record are its source's event time, so a replay writes the same record.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from events.codec import EventTooLarge, encode
@@ -62,7 +63,9 @@ def extraction_record(
     redrive it answers, which gives it its own id).
 
     A result too large for one record (`events.codec.MAX_EVENT_BYTES`) is refused like any
-    invalid LLM output: it carries no decisions and says why in `failure`.
+    invalid LLM output: it carries no decisions and says why in `failure`; so is one whose
+    decisions share an event id (a collision is an error: the projector, deduplicating by id,
+    would silently keep only the first).
     """
     record = SnapshotExtracted(
         event_id=result_id(snapshot.event_id, memory_type, redrive_id),
@@ -78,6 +81,11 @@ def extraction_record(
         usage=usage,
         redrive_id=redrive_id,
     )
+    counts = Counter(decision.event_id for decision in decisions)
+    repeated = sorted(event_id for event_id, count in counts.items() if count > 1)
+    if repeated:
+        failure = f"decision id collision: {', '.join(repeated)} decided more than once"
+        return record.model_copy(update={"decisions": (), "failure": failure})
     try:
         encode(record)
     except EventTooLarge as exc:

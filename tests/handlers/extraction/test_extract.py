@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from events.memories import MemoryContent
 from events.snapshots import SnapshotPromoted
 from handlers.extraction.base import (
     ExtractionLimits,
@@ -102,6 +103,24 @@ async def test_always_invalid_gives_a_failure_after_exactly_attempts_calls(attem
     assert outcome.failure.startswith("invalid LLM output: ")
     assert "not valid JSON" in outcome.failure
     assert outcome.last_answer == NOT_JSON
+
+
+class ListingTwice(EpisodicExtractor):
+    """An extractor whose parsing returns what the LLM listed, repeats included."""
+
+    def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
+        return True
+
+    def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
+        return [
+            MemoryContent(subject="user", owner="user", text=text) for text in json.loads(answer)
+        ]
+
+
+async def test_the_same_memory_listed_twice_in_one_answer_is_one_memory() -> None:
+    listed = ["The user hiked Mont Blanc.", "The user baked bread.", "the user hiked mont blanc."]
+    outcome = await extract(ListingTwice(), snapshot(), FakeChatModel(json.dumps(listed)))
+    assert [m.text for m in outcome.memories] == listed[:2]
 
 
 async def test_failure_names_the_last_reason() -> None:

@@ -62,6 +62,17 @@ def test_a_record_too_large_for_the_log_is_a_failure_without_decisions() -> None
     assert len(encode(record)) < MAX_EVENT_BYTES
 
 
+def test_decisions_sharing_an_event_id_are_a_failure_without_decisions() -> None:
+    twice = f.memory_reinforced(memory_id="m1")
+    other = f.memory_added()
+    snap = snapshot()
+    record = extraction_record(
+        snap, "semantic", ExtractionOutcome((), 1), [other, twice, twice], LLMUsage()
+    )
+    assert record.decisions == ()
+    assert record.failure == f"decision id collision: {twice.event_id} decided more than once"
+
+
 def test_a_save_record_has_one_id_per_save_and_type() -> None:
     request = f.save_request()
     record = save_record(request, [f.memory_added()], LLMUsage())
