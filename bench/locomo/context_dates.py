@@ -1,0 +1,157 @@
+"""How the answer model reads the dates of `build_context`: a run's contexts asked again with
+the memories' dates laid out otherwise (no pipeline: the contexts of a run's private report).
+
+    python -m bench.locomo.context_dates --data locomo10.zip --local large \
+        --report runs/locomo-conv30.json --report runs/locomo-conv41.json \
+        --out bench/results/locomo-context-dates-YYYY-MM-DD.json
+
+A memory opens with the day it was said (``- [20 January 2023] The user lost his job on
+19 January 2023.``): asked "When did he lose his job?", a small model may answer with the
+bracket's day. Each question of the reports (their `memstream` way, `build_context`) is asked
+again, with the same answer prompt and model, in every layout:
+
+* `as_built`: the context as the report holds it;
+* `said_after`: each memory's day after its text, ``- text (said on 20 January 2023)``; past
+  messages keep theirs in front, as a transcript's session heading does;
+* `said_bracket`: ``- [said on 20 January 2023] text`` on every dated line.
+
+conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it).
+The JSON holds scores only (LoCoMo's licence forbids redistributing its text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.locomo.answering import CountingChat, Endpoint, answer_messages, first_line
+from bench.locomo.dataset import QA, Sample, load
+from bench.locomo.harness import local_model
+from bench.locomo.scoring import locomo_f1
+
+REPORTED = "conv-26"
+_DATED = re.compile(r"^- \[([^\]]+)\] (.*)$")
+_PAST_HEADINGS = ("## From earlier conversations", "## 以往对话摘录")
+
+Layout = Callable[[Sequence[str]], list[str]]
+
+
+def as_built(lines: Sequence[str]) -> list[str]:
+    return list(lines)
+
+
+def said_after(lines: Sequence[str]) -> list[str]:
+    """Each memory's day after its text; past messages and undated lines as they are."""
+    laid_out: list[str] = []
+    past = False
+    for line in lines:
+        if line.startswith("## "):
+            past = line.startswith(_PAST_HEADINGS)
+        dated = _DATED.match(line)
+        laid_out.append(f"- {dated[2]} (said on {dated[1]})" if dated and not past else line)
+    return laid_out
+
+
+def said_bracket(lines: Sequence[str]) -> list[str]:
+    """``said on`` inside every dated line's bracket."""
+    laid_out: list[str] = []
+    for line in lines:
+        dated = _DATED.match(line)
+        laid_out.append(f"- [said on {dated[1]}] {dated[2]}" if dated else line)
+    return laid_out
+
+
+LAYOUTS: dict[str, Layout] = {
+    "as_built": as_built,
+    "said_after": said_after,
+    "said_bracket": said_bracket,
+}
+
+
+def questions_of(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(conversation, question) of every question the report answered from `build_context`."""
+    found = []
+    for sample in report["samples"]:
+        if sample["sample_id"] == REPORTED:
+            raise SystemExit(f"{REPORTED} is the reported conversation: nothing is chosen on it")
+        for question in sample["questions"]:
+            if "memstream" in question and question["memstream"].get("context"):
+                found.append((sample["sample_id"], question))
+    return found
+
+
+def summary(rows: Sequence[dict[str, Any]], layout: str) -> dict[str, Any]:
+    by_category: dict[str, list[float]] = {}
+    for row in rows:
+        by_category.setdefault(str(row["category"]), []).append(row[layout])
+    return {
+        "questions": len(rows),
+        "f1": round(statistics.fmean(row[layout] for row in rows), 4),
+        "f1_by_category": {
+            category: {"questions": len(f1s), "f1": round(statistics.fmean(f1s), 4)}
+            for category, f1s in sorted(by_category.items())
+        },
+    }
+
+
+async def asked_again(
+    chat: CountingChat, samples: dict[str, Sample], reports: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    rows = []
+    for report in reports:
+        for sample_id, question in questions_of(report):
+            sample = samples[sample_id]
+            qa: QA = next(q for q in sample.qa if q.question == question["question"])
+            row: dict[str, Any] = {"conversation": sample_id, "category": question["category"]}
+            for name, layout in LAYOUTS.items():
+                context = "\n".join(layout(question["memstream"]["context"]))
+                messages = answer_messages(sample.speaker_a, sample.speaker_b, context, qa.question)
+                row[name] = locomo_f1(first_line(await chat.complete(messages)), qa)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--report", type=Path, action="append", required=True)
+    parser.add_argument("--local", choices=["small", "large"], default="large")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    reports = [json.loads(path.read_text()) for path in args.report]
+    samples = {sample.sample_id: sample for sample in load(args.data)}
+
+    async def run(env: dict[str, str]) -> list[dict[str, Any]]:
+        endpoint = Endpoint(env["OPENAI_BASE_URL"], env["MEMSTREAM_LLM_MODEL"], "local")
+        chat = CountingChat(endpoint, max_tokens=64)
+        try:
+            return await asked_again(chat, samples, reports)
+        finally:
+            await chat.close()
+
+    with local_model(args.local, Path("/tmp/memstream-context-dates")) as env:
+        rows = asyncio.run(run(env))
+    layouts = {name: summary(rows, name) for name in LAYOUTS}
+    result = {
+        "command": " ".join(["python -m bench.locomo.context_dates", *(argv or sys.argv[1:])]),
+        "conversations": sorted({row["conversation"] for row in rows}),
+        "layouts": layouts,
+        "questions": rows,
+    }
+    for name, value in layouts.items():
+        print(f"{name:>13}: F1 {value['f1']:.3f} over {value['questions']} questions")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
