@@ -82,7 +82,15 @@ def test_a_declared_type_extracts_reconciles_searches_and_saves_as_declared(
         lambda s: len(s) == 1 and len(s[0].get("extractions", {})) == 2,
         what="the second snapshot extracted by both types",
     )
-    memories = pipeline.memories(user_id="kai")
+    # the projector claims a result's slot before it expands the decisions: wait for them too
+    memories = eventually(
+        lambda: pipeline.memories(user_id="kai"),
+        lambda m: (
+            sum(x["memory_type"] == "open_ticket" for x in m) >= 2
+            and any(x.get("reinforcement_count", 0) >= 1 for x in m)
+        ),
+        what="the second ticket added and the misconception reinforced",
+    )
     assert sum(m["memory_type"] == "misconception" for m in memories) == 1
     assert sum(m["memory_type"] == "open_ticket" for m in memories) == 2
     (soil,) = [m for m in memories if m["memory_type"] == "misconception"]
