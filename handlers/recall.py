@@ -136,7 +136,10 @@ def conversation_runs(snapshots: Sequence[PromotedRun]) -> list[list[str]]:
     snapshots of one session in the order their turns were said (first turn's time, then
     number), each joined to the one before when it is the next of the same window (numbered
     one more). A snapshot whose predecessor is not among `snapshots` starts a run of its own,
-    so two turns are never paired across a missing snapshot."""
+    so two turns are not paired across a missing snapshot — except in the one case the numbers
+    cannot tell: a reopened window (numbered from 0 again) whose first snapshot is missing
+    while its second and the old window's first are both given. The pairing only adds words
+    to match a message by, so such a pair costs a spurious match, never a wrong message."""
     sessions: dict[str, list[PromotedRun]] = {}
     for snapshot in snapshots:
         sessions.setdefault(snapshot.session_id, []).append(snapshot)
