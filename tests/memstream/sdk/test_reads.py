@@ -120,6 +120,12 @@ def taught(pipeline: PipelineHarness) -> PipelineHarness:
     eventually(
         lambda: pipeline.memories(user_id="zed"), lambda m: len(m) == 3, what="zed's memories"
     )
+    types = set(pipeline.settings.memory.extraction.enabled)
+    eventually(  # a replay of the log must meet every result the read model has
+        lambda: pipeline.snapshots(),
+        lambda s: len(s) == 6 and all(types <= set(x.get("extractions", {})) for x in s),
+        what="the six snapshots (pia 2, zed 1, kai 3) extracted by every enabled type",
+    )
     return pipeline
 
 
