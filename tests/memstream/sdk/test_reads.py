@@ -227,12 +227,29 @@ def test_build_context_fits_its_limit_with_profile_memories_and_the_session(
         assert "Lisbon" not in block  # superseded: not current
 
 
+def past_section(block: str) -> str:
+    """The lines of a context block's "From earlier conversations" section."""
+    return block.split("## From earlier conversations\n")[1].split("\n\n")[0]
+
+
+def kais_past_messages(harness: PipelineHarness, question: str, answer: str) -> str:
+    """The past messages of kai's context for `question` in a new session, once `answer`
+    (a message of kai's) is among them."""
+    with SyncMemoryClient(harness.settings) as client:
+        block = eventually(
+            lambda: client.build_context("kai", question, session_id="k2"),
+            lambda shown: answer in shown,
+            what=f"kai's answer {answer!r} recalled",
+        )
+    return past_section(block)
+
+
 def test_build_context_recalls_the_users_own_earlier_messages_dated_outside_the_session(
     learned_once: PipelineHarness,
 ) -> None:
     with SyncMemoryClient(learned_once.settings) as client:
         block = client.build_context("pia", "Where did I move?", session_id="s1")
-        past = block.split("## From earlier conversations\n")[1].split("\n\n")[0]
+        past = past_section(block)
         assert re.fullmatch(r"- \[\d{1,2} \w+ \d{4}\] User: second chat: I moved to Porto\.", past)
         assert "## This conversation so far" in block  # s1's own message is there, not above
         zeds = client.build_context("zed", "Where did I move to Porto?")
@@ -245,32 +262,16 @@ def test_build_context_recalls_the_users_own_earlier_messages_dated_outside_the_
 def test_build_context_recalls_an_answer_by_the_question_said_just_before_it(
     learned_once: PipelineHarness,
 ) -> None:
-    with SyncMemoryClient(learned_once.settings) as client:
-        block = eventually(
-            lambda: client.build_context("kai", "What mountain did I climb?", session_id="k2"),
-            lambda shown: "Mont Blanc" in shown,
-            what="kai's answer recalled",
-        )
-        past = block.split("## From earlier conversations\n")[1].split("\n\n")[0]
-        assert re.search(
-            r"^- \[\d{1,2} \w+ \d{4}\] User: Mont Blanc, with my sister\.$", past, re.M
-        )
-        assert "Which mountain" in past  # the question itself is recalled too, by its own words
+    past = kais_past_messages(learned_once, "What mountain did I climb?", "Mont Blanc")
+    assert re.search(r"^- \[\d{1,2} \w+ \d{4}\] User: Mont Blanc, with my sister\.$", past, re.M)
+    assert "Which mountain" in past  # the question itself is recalled too, by its own words
 
 
 def test_build_context_recalls_an_answer_by_the_question_that_ended_the_snapshot_before(
     learned_once: PipelineHarness,
 ) -> None:
-    with SyncMemoryClient(learned_once.settings) as client:
-        block = eventually(
-            lambda: client.build_context("kai", "What lake did I swim in?", session_id="k2"),
-            lambda shown: "Lac Blanc" in shown,
-            what="kai's answer from the next snapshot recalled",
-        )
-        past = block.split("## From earlier conversations\n")[1].split("\n\n")[0]
-        assert re.search(
-            r"^- \[\d{1,2} \w+ \d{4}\] User: Lac Blanc, it was freezing\.$", past, re.M
-        )
+    past = kais_past_messages(learned_once, "What lake did I swim in?", "Lac Blanc")
+    assert re.search(r"^- \[\d{1,2} \w+ \d{4}\] User: Lac Blanc, it was freezing\.$", past, re.M)
 
 
 def test_events_replay_then_follow_live(learned: PipelineHarness) -> None:
