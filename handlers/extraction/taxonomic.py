@@ -22,9 +22,16 @@ extraction: a definition must rest on what the people said, and the term must ap
 conversation. A participant ("the user", "assistant", a speaker's name) is never a term. A
 definition in the first person ("our definition of done: …") is kept as written: it describes
 the term, not a person, and refusing it made the 1.5B model fail whole snapshots.
+
+A snapshot is only asked when a person in it defines, names or sorts something in so many words
+(`names_a_term`: a quoted word, "means", "we call", "short for", "counts as", "叫", "是指" …):
+the prompt keeps nothing else, and without the gate every snapshot paid the call
+(docs/architecture.md, "Extraction").
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,25 +116,74 @@ class TaxonomicExtractor:
     """Extracts terms (term, parent, definition, aliases, examples) from a snapshot."""
 
     memory_type: MemoryType = "taxonomic"
-    prompt_version = "taxonomic-1"
+    prompt_version = "taxonomic-2"
 
     def worth_asking(self, snapshot: SnapshotPromoted) -> bool:
-        """Not a conversation of pleasantries only (`only_pleasantries`): a definition must rest
-        on what the people said, and a greeting defines nothing."""
-        return not only_pleasantries(transcript_of(snapshot))
+        """Only a conversation in which a person defines, names or sorts something in so many
+        words (`names_a_term`), and says more than pleasantries (`only_pleasantries`)."""
+        transcript = transcript_of(snapshot)
+        return names_a_term(transcript) and not only_pleasantries(transcript)
 
     def prompt(self, snapshot: SnapshotPromoted) -> list[dict[str, str]]:
         return conversation_prompt(SYSTEM_PROMPT, LANGUAGE_INSTRUCTIONS, snapshot)
 
     def parse(self, answer: str, snapshot: SnapshotPromoted) -> list[MemoryContent]:
         transcript = transcript_of(snapshot)
+        drafts = [
+            validated(TermDraft, item, _KEY, index)
+            for index, item in enumerate(items_under(answer, _KEY))
+        ]
+        if not names_a_term(transcript):
+            return []  # nobody defined, named or sorted anything: a term would be invented
         memories: dict[str, MemoryContent] = {}
-        for index, item in enumerate(items_under(answer, _KEY)):
-            draft = validated(TermDraft, item, _KEY, index)
+        for index, draft in enumerate(drafts):
             memory = _memory_from(draft, transcript, index)
             if memory is not None:
                 memories.setdefault(memory.subject.casefold(), memory)
         return list(memories.values())
+
+
+_NAMING_PHRASES = (
+    r"means|meant|meaning|mean by|stands? for|short for|abbreviat\w*|acronyms?",
+    r"(we|i|they|you|people|everyone|everybody|he|she) (call|calls|called)",
+    r"call (it|them|this|that|these|those|him|her)|called|named|nicknamed?|nicknames|dubbed",
+    r"(say|says|said) [\w-]+( [\w-]+)? (for|instead of)",
+    r"known as|aka|a\.k\.a|goes by|go by|refers? to|referred to",
+    r"(is|are|was|were) (a|an|one|our|my) (kind|type|sort|form|category|class) of",
+    r"(kinds|types|sorts|categories|classes) of|counts? as|counted as|categori[sz]\w*|classif\w*",
+    r"(group|groups|grouped|sort|sorts|sorted|split|splits|divide|divides|divided) "
+    r"\w+( \w+){0,3} into|falls? under|files? under|filed under",
+    r"defin(e|es|ed|ing|ition|itions)|(?<!in )terms?|jargon|slang|lingo|code ?names?|i\.e\.",
+)
+_QUOTED = (
+    r"\"[^\"\n]{1,60}\"",
+    r"(?<![\w'])'[^'\n]{1,40}'(?![\w'])",
+    r"\u201c[^\u201d\n]{1,60}\u201d",
+    r"\u2018[^'\n]{1,40}'(?!\w)",
+    r"[\u300c\u300e][^\u300d\u300f\n]{1,30}[\u300d\u300f]",
+)
+_NAMING_ZH = (
+    "叫做|叫作|叫|称为|称作|称之为|简称|缩写|全称|是指|指的是|意思|代表|算是|算作|归为|归类|"
+    "分为|分成|属于|一种|一类|分类|类别|定义|术语|黑话|行话|所谓|外号|绰号|昵称|也就是|就是指"
+)
+_NAMING = re.compile(
+    r"\b(" + "|".join(_NAMING_PHRASES) + r")(?=\W|$)|" + "|".join(_QUOTED) + "|" + _NAMING_ZH,
+    re.IGNORECASE,
+)
+"""What a person says when they define, name or sort something: a word in quotes ("P0",
+'fuel', 「内卷」), or a naming or defining phrase in English or Chinese."""
+
+
+def names_a_term(transcript: Transcript) -> bool:
+    """Whether a person in the conversation defines, names or sorts something in so many words
+    (`_NAMING`): "a 'spike' is …", "DoD means …", "we call it a sev-zero", "short for", "counts
+    as", "I sort my books into …", "我们把夜班叫大夜", "拉通是指 …".
+
+    The prompt keeps only such terms (their own jargon, abbreviations, nicknames, project
+    names, categories); a conversation without one of these words was asked for nothing on the
+    labelled cases, and asking it cost a call on every snapshot. A pure function of the
+    snapshot, so a replay decides the same."""
+    return any(_NAMING.search(text.replace("\u2019", "'")) for text in transcript.humans_said)
 
 
 _QUOTES = " \t\r\n\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f\u300a\u300b"

@@ -159,6 +159,7 @@ async def test_blank_subject_answer_is_retried() -> None:
         (SemanticExtractor(), "Hi! How's it going?"),
         (EpisodicExtractor(), "Hey, I'm good, thanks! You?"),
         (TaxonomicExtractor(), "Hi! How's it going?"),
+        (TaxonomicExtractor(), "At Spotify we have a standup every day at 9:30."),
     ],
 )
 async def test_a_snapshot_not_worth_asking_about_costs_no_llm_call(

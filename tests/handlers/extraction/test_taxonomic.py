@@ -13,8 +13,10 @@ from handlers.extraction.taxonomic import (
     SYSTEM_PROMPT,
     TaxonomicExtractor,
     canonical_term,
+    names_a_term,
     render,
 )
+from handlers.extraction.transcript import transcript_of
 from tests.factories import snapshot
 from tests.handlers.extraction.test_extract import FakeChatModel
 
@@ -89,6 +91,66 @@ def test_prompt_asks_for_one_object_and_shows_empty_answers() -> None:
 def test_prompt_of_a_chinese_conversation_asks_for_chinese() -> None:
     snap = snapshot(turns=[{"content": "我们组把周五下午的复盘会叫“收官会”。"}])
     assert "in Chinese" in EXTRACTOR.prompt(snap)[1]["content"]
+
+
+# --- which conversations are asked -----------------------------------------------------------
+
+
+def said(*messages: str) -> SnapshotPromoted:
+    return snapshot([{"role": "user", "content": text} for text in messages])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'In our team a "spike" is a time-boxed research task.',
+        "I sort my reading list into three shelves: 'fuel', 'candy' and 'vegetables'.",
+        "DoD means our definition of done.",
+        "At work we call a total outage a P0.",
+        "Our on-call folks also say sev-zero for a P0.",
+        "FC is short for fixed costs.",
+        "Groceries and rent count as fixed costs for me.",
+        "A flat white is a kind of coffee, for me the only kind.",
+        "The new project is code-named Atlas.",
+        "My running club\u2019s \u2018shakeout\u2019 is an easy run the day before a race.",
+        "我们医院把夜班叫\u201c大夜\u201d。",
+        "拉通是指跨部门对齐信息。",
+        "「起飞单」就是上线前的检查清单。",
+        "“内卷”这个词我们天天说。",
+    ],
+)
+def test_a_conversation_that_defines_names_or_sorts_something_is_asked(text: str) -> None:
+    assert names_a_term(transcript_of(said(text)))
+    assert EXTRACTOR.worth_asking(said("hi!", text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My beagle Pixel will beg for some anyway.",
+        "At Spotify we have a standup every day at 9:30.",
+        "I mean, it was fine, in terms of money at least.",
+        "The kids' toys and the dogs' bowls are everywhere.",
+        "我昨天去爬山了，天气很好。",
+    ],
+)
+def test_a_conversation_that_defines_nothing_is_not_asked(text: str) -> None:
+    assert not EXTRACTOR.worth_asking(said(text))
+
+
+def test_a_term_only_the_assistant_defines_does_not_make_the_conversation_worth_asking() -> None:
+    explained = snapshot(
+        [
+            {"role": "user", "content": "What is a Roth IRA?"},
+            {"role": "assistant", "content": 'A "Roth IRA" means a retirement account.'},
+        ]
+    )
+    assert not EXTRACTOR.worth_asking(explained)
+
+
+def test_terms_answered_for_a_conversation_that_defines_nothing_are_dropped() -> None:
+    plain = said("At Spotify we have a standup every day at 9:30.")
+    assert parse(answer(term("standup", "the daily meeting at 9:30")), plain) == []
 
 
 # --- parsing --------------------------------------------------------------------------------------
