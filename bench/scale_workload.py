@@ -50,7 +50,10 @@ def conversation(token: str) -> list[dict[str, str]]:
     return [
         {"role": "user", "content": f"Hi! My locker code is {token}, I moved to Lisbon in May."},
         {"role": "assistant", "content": "Noted, I will remember your locker code."},
-        {"role": "user", "content": "From now on, always answer me in short bullet points."},
+        {
+            "role": "user",
+            "content": 'From now on, always answer me in short bullet points; I call them "dots".',
+        },
         {"role": "assistant", "content": "Understood: short bullet points from now on."},
     ]
 
