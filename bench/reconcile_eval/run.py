@@ -43,6 +43,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -405,6 +406,7 @@ def report_json(
     outcomes: Sequence[Outcome] | None,
     batch: int = 1,
     batch_prompt: tuple[str, str] | None = None,
+    english_system_prompt: Path | None = None,
 ) -> dict[str, Any]:
     """The JSON report; `batch_prompt` is the (version, system prompt) of a candidate batched
     prompt the run used instead of the handler's."""
@@ -424,6 +426,10 @@ def report_json(
         "prompt_version": reconcile_prompt.PROMPT_VERSION,
         "system_prompt_file": str(system_prompt) if system_prompt else None,
         "system_prompt": reconcile_prompt.SYSTEM_PROMPT,
+        "english_system_prompt_file": str(english_system_prompt) if english_system_prompt else None,
+        "english_system_prompt": (
+            english_system_prompt.read_text(encoding="utf-8") if english_system_prompt else None
+        ),
         "distractors": distractors,
         "attempts": attempts,
         "batch": batch,
@@ -539,6 +545,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--system-prompt", type=Path, help="use this system prompt instead of the handler's"
     )
     parser.add_argument(
+        "--english-system-prompt",
+        type=Path,
+        help="the system prompt of a question none of whose memories has a Chinese character "
+        "(the others keep the handler's, or --system-prompt's)",
+    )
+    parser.add_argument(
         "--report", type=Path, help="print the tables of a saved JSON report again, and stop"
     )
     parser.add_argument(
@@ -577,6 +589,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = [pair for pair in everyone if pair.id in args.pair]
     if args.system_prompt:
         reconcile_prompt.SYSTEM_PROMPT = args.system_prompt.read_text(encoding="utf-8")
+    if args.english_system_prompt:
+        ask_english_with(args.english_system_prompt.read_text(encoding="utf-8"))
     model_name, dimension, vectors = embed(everyone)
     prepared = prepare(
         pairs, everyone, vectors, model=model_name, distractor_count=args.distractors
@@ -622,6 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcomes=outcomes,
             batch=args.batch,
             batch_prompt=args.inline_prompt,
+            english_system_prompt=args.english_system_prompt,
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
@@ -675,9 +690,32 @@ def prompt_name(document: Mapping[str, Any]) -> str:
     """The prompt a saved report's band was asked with."""
     if document.get("batch", 1) > 1:
         return str(document.get("batch_prompt_version"))
-    if document.get("system_prompt_file"):
-        return Path(document["system_prompt_file"]).name
-    return str(document["prompt_version"])
+    name = (
+        Path(document["system_prompt_file"]).name
+        if document.get("system_prompt_file")
+        else str(document["prompt_version"])
+    )
+    if document.get("english_system_prompt_file"):
+        name += f", {Path(document['english_system_prompt_file']).name} in English"
+    return name
+
+
+_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+
+
+def ask_english_with(english: str) -> None:
+    """From now on, a question none of whose memories has a Chinese character is asked with
+    the system prompt `english` (`handlers.reconcile_prompt.prompt` wrapped for this run)."""
+    handler_prompt = reconcile_prompt.prompt
+
+    def prompt(new: NewMemory, options: Sequence[Option]) -> list[dict[str, str]]:
+        messages = handler_prompt(new, options)
+        texts = [new.content.text, *(option.memory.content.text for option in options)]
+        if not any(_CJK.search(text) for text in texts):
+            messages[0] = {"role": "system", "content": english}
+        return messages
+
+    reconcile_prompt.prompt = prompt
 
 
 def saved_run(

@@ -522,3 +522,37 @@ def test_the_inline_batch_gives_no_answer_to_a_question_never_decided() -> None:
         ask_batch(questions, THRESHOLDS, llm, attempts=2, inline_prompt="SYSTEM")
     )
     assert [answer is None for answer, _ in answered.values()] == [False, True]
+
+
+def test_an_english_prompt_replaces_the_system_prompt_of_questions_without_chinese_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bench.reconcile_eval.run import ask_english_with
+    from handlers import reconcile_prompt
+    from handlers.reconcile import KnownMemory, NewMemory, Option
+    from tests import factories as f
+
+    monkeypatch.setattr(reconcile_prompt, "prompt", reconcile_prompt.prompt)  # undone after
+
+    def question(new: str, known: str) -> list[dict[str, str]]:
+        memory = KnownMemory(
+            memory_id="m1",
+            version=1,
+            content=f.content(text=known),
+            embedding=(1.0, 0.0),
+            embedding_model="e",
+        )
+        return reconcile_prompt.prompt(
+            NewMemory(f.content(text=new), (1.0, 0.0)), [Option(memory, 0.9)]
+        )
+
+    ask_english_with("ENGLISH ONLY")
+    assert question("The user moved to Porto.", "The user lives in Lisbon.")[0] == {
+        "role": "system",
+        "content": "ENGLISH ONLY",
+    }
+    for new, known in [
+        ("用户搬到了波尔图。", "用户住在里斯本。"),
+        ("The user moved.", "用户住在里斯本。"),
+    ]:
+        assert question(new, known)[0]["content"] == reconcile_prompt.SYSTEM_PROMPT
