@@ -26,7 +26,7 @@ the term, not a person, and refusing it made the 1.5B model fail whole snapshots
 A snapshot is only asked when a person in it defines, names or sorts something in so many words
 (`names_a_term`: a quoted word, "means", "we call", "short for", "counts as", "叫", "是指" …):
 the prompt keeps nothing else, and without the gate every snapshot paid the call
-(docs/architecture.md, "Extraction").
+(docs/architecture.md, "Stages").
 """
 
 from __future__ import annotations
@@ -180,9 +180,9 @@ def names_a_term(transcript: Transcript) -> bool:
     as", "I sort my books into …", "我们把夜班叫大夜", "拉通是指 …".
 
     The prompt keeps only such terms (their own jargon, abbreviations, nicknames, project
-    names, categories); a conversation without one of these words was asked for nothing on the
-    labelled cases, and asking it cost a call on every snapshot. A pure function of the
-    snapshot, so a replay decides the same."""
+    names, categories); every labelled conversation with a term has one of these words, and
+    asking the others cost a call on every snapshot. A pure function of the snapshot, so a
+    replay decides the same."""
     return any(_NAMING.search(text.replace("\u2019", "'")) for text in transcript.humans_said)
 
 
