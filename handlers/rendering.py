@@ -76,6 +76,11 @@ def detect_language(texts: Iterable[str]) -> Language:
     return "zh" if cjk and cjk >= ZH_SHARE_THRESHOLD * (cjk + latin) else "en"
 
 
+def has_chinese(text: str) -> bool:
+    """Whether `text` holds at least one CJK ideograph (the characters `detect_language` counts)."""
+    return _CJK_IDEOGRAPH.search(text) is not None
+
+
 _CJK_IDEOGRAPH = re.compile(
     "[\u4e00-\u9fff"  # CJK Unified Ideographs
     "\u3400-\u4dbf"  # Extension A

@@ -43,7 +43,6 @@ import asyncio
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -99,6 +98,7 @@ from handlers.reconcile import (
     options_for,
     reconcile,
 )
+from handlers.rendering import has_chinese
 from handlers.vectors import cosine, rounded
 from memstream.config import ReconcileSettings
 from memstream.providers.clients import OpenAIChatModel
@@ -700,9 +700,6 @@ def prompt_name(document: Mapping[str, Any]) -> str:
     return name
 
 
-_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
-
-
 def ask_english_with(english: str) -> None:
     """From now on, a question none of whose memories has a Chinese character is asked with
     the system prompt `english` (`handlers.reconcile_prompt.prompt` wrapped for this run)."""
@@ -711,7 +708,7 @@ def ask_english_with(english: str) -> None:
     def prompt(new: NewMemory, options: Sequence[Option]) -> list[dict[str, str]]:
         messages = handler_prompt(new, options)
         texts = [new.content.text, *(option.memory.content.text for option in options)]
-        if not any(_CJK.search(text) for text in texts):
+        if not any(map(has_chinese, texts)):
             messages[0] = {"role": "system", "content": english}
         return messages
 

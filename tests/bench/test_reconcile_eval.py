@@ -22,6 +22,7 @@ from bench.reconcile_eval.pairs import (
 from bench.reconcile_eval.run import (
     Prepared,
     ask_batch,
+    ask_english_with,
     decide,
     prepare,
     report_json,
@@ -50,7 +51,8 @@ from bench.reconcile_eval.tables import report, variants_table
 from events.memories import Provenance
 from handlers import reconcile_prompt
 from handlers.ports import ChatAnswer
-from handlers.reconcile import Thresholds
+from handlers.reconcile import KnownMemory, NewMemory, Option, Thresholds
+from tests import factories
 
 MODEL = "scripted-embedding"
 
@@ -527,23 +529,18 @@ def test_the_inline_batch_gives_no_answer_to_a_question_never_decided() -> None:
 def test_an_english_prompt_replaces_the_system_prompt_of_questions_without_chinese_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bench.reconcile_eval.run import ask_english_with
-    from handlers import reconcile_prompt
-    from handlers.reconcile import KnownMemory, NewMemory, Option
-    from tests import factories as f
-
     monkeypatch.setattr(reconcile_prompt, "prompt", reconcile_prompt.prompt)  # undone after
 
     def question(new: str, known: str) -> list[dict[str, str]]:
         memory = KnownMemory(
             memory_id="m1",
             version=1,
-            content=f.content(text=known),
+            content=factories.content(text=known),
             embedding=(1.0, 0.0),
             embedding_model="e",
         )
         return reconcile_prompt.prompt(
-            NewMemory(f.content(text=new), (1.0, 0.0)), [Option(memory, 0.9)]
+            NewMemory(factories.content(text=new), (1.0, 0.0)), [Option(memory, 0.9)]
         )
 
     ask_english_with("ENGLISH ONLY")
