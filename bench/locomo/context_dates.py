@@ -1,8 +1,10 @@
-"""How the answer model reads the dates of `build_context`: a run's contexts asked again with
-the memories' dates laid out otherwise (no pipeline: the contexts of a run's private report).
+"""How the answer model reads `build_context`'s layout: a run's contexts asked again with their
+dates, sections or past messages laid out otherwise (no pipeline: the contexts of a run's
+private report, so every layout is asked about the same memories and messages).
 
     python -m bench.locomo.context_dates --data locomo10.zip --local large \
         --report runs/locomo-conv30.json --report runs/locomo-conv41.json \
+        [--layouts as_built,said_after,...] \
         --out bench/results/locomo-context-dates-YYYY-MM-DD.json
 
 A memory opens with the day it was said (``- [20 January 2023] The user lost his job on
@@ -13,7 +15,12 @@ again, with the same answer prompt and model, in every layout:
 * `as_built`: the context as the report holds it;
 * `said_after`: each memory's day after its text, ``- text (said on 20 January 2023)``; past
   messages keep theirs in front, as a transcript's session heading does;
-* `said_bracket`: ``- [said on 20 January 2023] text`` on every dated line.
+* `said_bracket`: ``- [said on 20 January 2023] text`` on every dated line;
+* `past_first`: the past messages' section right after the profile, before the memories
+  (as built, it comes last, nearest the question);
+* `reply_to`: a past message said in answer to a question shows that question before it,
+  ``- [25 May 2023] (Melanie: Any fun plans for the summer?) Caroline: Researching …``: the
+  recall matches a message by the one before it, but shows the answer alone.
 
 conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it).
 The JSON holds scores only (LoCoMo's licence forbids redistributing its text).
@@ -23,11 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,7 @@ from bench.locomo.scoring import locomo_f1
 REPORTED = "conv-26"
 _DATED = re.compile(r"^- \[([^\]]+)\] (.*)$")
 _PAST_HEADINGS = ("## From earlier conversations", "## 以往对话摘录")
+_PROFILE_HEADINGS = ("## About the user", "## 关于用户")
 
 Layout = Callable[[Sequence[str]], list[str]]
 
@@ -68,11 +77,77 @@ def said_bracket(lines: Sequence[str]) -> list[str]:
     return laid_out
 
 
-LAYOUTS: dict[str, Layout] = {
-    "as_built": as_built,
-    "said_after": said_after,
-    "said_bracket": said_bracket,
-}
+def past_first(lines: Sequence[str]) -> list[str]:
+    """The past messages' section moved to just after the profile's (first, if no profile)."""
+    sections: list[list[str]] = []
+    for line in lines:
+        if line.startswith("## ") or not sections:
+            sections.append([])
+        sections[-1].append(line)
+    past = [section for section in sections if section[0].startswith(_PAST_HEADINGS)]
+    rest = [section for section in sections if not section[0].startswith(_PAST_HEADINGS)]
+    at = 1 if rest and rest[0][0].startswith(_PROFILE_HEADINGS) else 0
+    return [line for section in [*rest[:at], *past, *rest[at:]] for line in section]
+
+
+_PAST_LINE = re.compile(r"^- (\[[^\]]+\] )?([^:]+): (.*)$")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")  # noqa: RUF001 (Chinese punctuation)
+QUESTION_CHARS = 150
+"""A question shown before a reply is cut to this many characters (from its end)."""
+
+
+def message_key(speaker: str, text: str) -> tuple[str, str]:
+    """How a past message's line is found in the data: its speaker and its first 60 characters
+    on one line (a shown message may be cut after them)."""
+    return speaker, " ".join(text.split())[:60]
+
+
+def questions_before(sample: Sample) -> dict[tuple[str, str], str]:
+    """For each message of `sample` said in answer to another speaker's question, that question
+    as ``Asker: last sentence`` — the last sentence of the message before, when it ends with a
+    question mark."""
+    found: dict[tuple[str, str], str] = {}
+    for session in sample.sessions:
+        for earlier, turn in itertools.pairwise(session.turns):
+            last = _SENTENCE_END.split(earlier.text.strip())[-1]
+            if earlier.speaker != turn.speaker and last.endswith(("?", "？")):  # noqa: RUF001
+                question = last[-QUESTION_CHARS:]
+                found[message_key(turn.speaker, turn.content)] = f"{earlier.speaker}: {question}"
+    return found
+
+
+def reply_to(questions: Mapping[tuple[str, str], str]) -> Layout:
+    """Each past message found in `questions` with its question in parentheses before it."""
+
+    def layout(lines: Sequence[str]) -> list[str]:
+        laid_out: list[str] = []
+        past = False
+        for line in lines:
+            if line.startswith("## "):
+                past = line.startswith(_PAST_HEADINGS)
+            message = _PAST_LINE.match(line) if past else None
+            asked = questions.get(message_key(message[2], message[3])) if message else None
+            if message and asked:
+                laid_out.append(f"- {message[1] or ''}({asked}) {message[2]}: {message[3]}")
+            else:
+                laid_out.append(line)
+        return laid_out
+
+    return layout
+
+
+def layouts_for(sample: Sample) -> dict[str, Layout]:
+    """Every layout, those that read the data bound to `sample`."""
+    return {
+        "as_built": as_built,
+        "said_after": said_after,
+        "said_bracket": said_bracket,
+        "past_first": past_first,
+        "reply_to": reply_to(questions_before(sample)),
+    }
+
+
+LAYOUTS = ("as_built", "said_after", "said_bracket", "past_first", "reply_to")
 
 
 def questions_of(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -102,7 +177,10 @@ def summary(rows: Sequence[dict[str, Any]], layout: str) -> dict[str, Any]:
 
 
 async def asked_again(
-    chat: CountingChat, samples: dict[str, Sample], reports: Sequence[dict[str, Any]]
+    chat: CountingChat,
+    samples: dict[str, Sample],
+    reports: Sequence[dict[str, Any]],
+    layouts: Sequence[str] = LAYOUTS,
 ) -> list[dict[str, Any]]:
     rows = []
     for report in reports:
@@ -110,8 +188,9 @@ async def asked_again(
             sample = samples[sample_id]
             qa: QA = next(q for q in sample.qa if q.question == question["question"])
             row: dict[str, Any] = {"conversation": sample_id, "category": question["category"]}
-            for name, layout in LAYOUTS.items():
-                context = "\n".join(layout(question["memstream"]["context"]))
+            bound = layouts_for(sample)
+            for name in layouts:
+                context = "\n".join(bound[name](question["memstream"]["context"]))
                 messages = answer_messages(sample.speaker_a, sample.speaker_b, context, qa.question)
                 row[name] = locomo_f1(first_line(await chat.complete(messages)), qa)
             rows.append(row)
@@ -119,11 +198,24 @@ async def asked_again(
     return rows
 
 
+def _layouts(value: str) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    if chosen and set(chosen) <= set(LAYOUTS):
+        return chosen
+    raise argparse.ArgumentTypeError(f"a comma list of {', '.join(LAYOUTS)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--report", type=Path, action="append", required=True)
     parser.add_argument("--local", choices=["small", "large"], default="large")
+    parser.add_argument(
+        "--layouts",
+        type=_layouts,
+        default=LAYOUTS[:3],
+        help=f"a comma list of {', '.join(LAYOUTS)} (default: the first three)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     reports = [json.loads(path.read_text()) for path in args.report]
@@ -133,13 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         endpoint = Endpoint(env["OPENAI_BASE_URL"], env["MEMSTREAM_LLM_MODEL"], "local")
         chat = CountingChat(endpoint, max_tokens=64)
         try:
-            return await asked_again(chat, samples, reports)
+            return await asked_again(chat, samples, reports, args.layouts)
         finally:
             await chat.close()
 
     with local_model(args.local, Path("/tmp/memstream-context-dates")) as env:
         rows = asyncio.run(run(env))
-    layouts = {name: summary(rows, name) for name in LAYOUTS}
+    layouts = {name: summary(rows, name) for name in args.layouts}
     result = {
         "command": " ".join(["python -m bench.locomo.context_dates", *(argv or sys.argv[1:])]),
         "conversations": sorted({row["conversation"] for row in rows}),
