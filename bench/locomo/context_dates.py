@@ -10,7 +10,8 @@ private report, so every layout is asked about the same memories and messages).
 A memory opens with the day it was said (``- [20 January 2023] The user lost his job on
 19 January 2023.``): asked "When did he lose his job?", a small model may answer with the
 bracket's day. Each question of the reports (their `memstream` way, `build_context`) is asked
-again, with the same answer prompt and model, in every layout:
+again, with the same answer prompt and model, in each layout chosen with `--layouts` (the
+first three by default):
 
 * `as_built`: the context as the report holds it;
 * `said_after`: each memory's day after its text, ``- text (said on 20 January 2023)``; past
@@ -35,7 +36,7 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +57,19 @@ def as_built(lines: Sequence[str]) -> list[str]:
     return list(lines)
 
 
-def said_after(lines: Sequence[str]) -> list[str]:
-    """Each memory's day after its text; past messages and undated lines as they are."""
-    laid_out: list[str] = []
+def _with_section(lines: Sequence[str]) -> Iterator[tuple[str, bool]]:
+    """Each line, and whether it lies in the past messages' section."""
     past = False
     for line in lines:
         if line.startswith("## "):
             past = line.startswith(_PAST_HEADINGS)
+        yield line, past
+
+
+def said_after(lines: Sequence[str]) -> list[str]:
+    """Each memory's day after its text; past messages and undated lines as they are."""
+    laid_out: list[str] = []
+    for line, past in _with_section(lines):
         dated = _DATED.match(line)
         laid_out.append(f"- {dated[2]} (said on {dated[1]})" if dated and not past else line)
     return laid_out
@@ -121,10 +128,7 @@ def reply_to(questions: Mapping[tuple[str, str], str]) -> Layout:
 
     def layout(lines: Sequence[str]) -> list[str]:
         laid_out: list[str] = []
-        past = False
-        for line in lines:
-            if line.startswith("## "):
-                past = line.startswith(_PAST_HEADINGS)
+        for line, past in _with_section(lines):
             message = _PAST_LINE.match(line) if past else None
             asked = questions.get(message_key(message[2], message[3])) if message else None
             if message and asked:
@@ -183,14 +187,16 @@ async def asked_again(
     layouts: Sequence[str] = LAYOUTS,
 ) -> list[dict[str, Any]]:
     rows = []
+    bound: dict[str, dict[str, Layout]] = {}
     for report in reports:
         for sample_id, question in questions_of(report):
             sample = samples[sample_id]
             qa: QA = next(q for q in sample.qa if q.question == question["question"])
             row: dict[str, Any] = {"conversation": sample_id, "category": question["category"]}
-            bound = layouts_for(sample)
+            if sample_id not in bound:  # what the layouts read of the data: once per conversation
+                bound[sample_id] = layouts_for(sample)
             for name in layouts:
-                context = "\n".join(bound[name](question["memstream"]["context"]))
+                context = "\n".join(bound[sample_id][name](question["memstream"]["context"]))
                 messages = answer_messages(sample.speaker_a, sample.speaker_b, context, qa.question)
                 row[name] = locomo_f1(first_line(await chat.complete(messages)), qa)
             rows.append(row)
