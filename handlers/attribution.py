@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from events.memories import ASSISTANT_SUBJECT, USER_SUBJECT, Owner
+from handlers.rendering import CJK_IDEOGRAPHS
 
 SubjectKind = Literal["current_user", "third_party", "assistant"]
 USER_ALIASES = frozenset(
@@ -126,7 +127,7 @@ def with_user_as_subject(statement: str, user_name: str | None) -> str:
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+", re.UNICODE)
-_CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
+_CJK_RUN = re.compile(f"[{CJK_IDEOGRAPHS}]+")
 _STOPWORDS = frozenset(
     [
         "the",
@@ -219,12 +220,12 @@ def rests_on(statement: str, evidence: Iterable[str], *, names: Iterable[str]) -
     said: set[str] = set()
     for text in evidence:
         said |= evidence_terms(text, ignore=names)
-    if _main_script(claimed) != _main_script(said):
+    if main_script(claimed) != main_script(said):
         return True
     return len(claimed & said) >= EVIDENCE_SHARE * len(claimed)
 
 
-def _main_script(terms: set[str]) -> str | None:
+def main_script(terms: set[str]) -> str | None:
     """The script most terms are written in, "cjk" or "latin" (numbers count for neither)."""
     cjk = sum(1 for term in terms if _CJK_RUN.search(term))
     latin = sum(1 for term in terms if not term.isdigit() and not _CJK_RUN.search(term))

@@ -104,13 +104,13 @@ class Thresholds:
             raise ValueError("thresholds must satisfy -1 <= ask <= reinforce <= 1")
         if self.consolidate is not None and not -1.0 <= self.consolidate <= 1.0:
             raise ValueError("the consolidation threshold must be between -1 and 1")
+        if self.max_options < 1:
+            raise ValueError("max_options must be at least 1")
 
     @property
     def cluster(self) -> float:
         """The similarity at which consolidation puts two memories in one cluster."""
         return self.ask if self.consolidate is None else self.consolidate
-        if self.max_options < 1:
-            raise ValueError("max_options must be at least 1")
 
 
 @dataclass(frozen=True)

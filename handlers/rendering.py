@@ -81,12 +81,15 @@ def has_chinese(text: str) -> bool:
     return _CJK_IDEOGRAPH.search(text) is not None
 
 
-_CJK_IDEOGRAPH = re.compile(
-    "[\u4e00-\u9fff"  # CJK Unified Ideographs
+CJK_IDEOGRAPHS = (
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
     "\u3400-\u4dbf"  # Extension A
     "\uf900-\ufaff"  # Compatibility Ideographs
-    "\U00020000-\U0003134f]"  # Extensions B-G
+    "\U00020000-\U0003134f"  # Extensions B-G
 )
+"""The CJK ideographs, as the inside of a regular expression's character class: what every
+Chinese check of the handlers counts as Chinese."""
+_CJK_IDEOGRAPH = re.compile(f"[{CJK_IDEOGRAPHS}]")
 _LATIN_LETTER = re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")
 """ASCII letters, and the letters of Latin-1 Supplement and Latin Extended-A and B (U+00C0 to
 U+024F but the multiplication and division signs)."""

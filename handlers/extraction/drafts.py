@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from handlers.attribution import evidence_terms
+from handlers.attribution import evidence_terms, main_script
 from handlers.extraction.base import InvalidExtraction
+from handlers.rendering import CJK_IDEOGRAPHS
 
 Draft = TypeVar("Draft", bound=BaseModel)
 
@@ -91,17 +92,9 @@ def support(text: str, evidence: Iterable[str], *, names: Iterable[str]) -> floa
     said: set[str] = set()
     for message in evidence:
         said |= evidence_terms(message, ignore=names)
-    if not claimed or _script(claimed) != _script(said):
+    if not claimed or main_script(claimed) != main_script(said):
         return None
     return len(claimed & said) / len(claimed)
 
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def _script(terms: set[str]) -> str | None:
-    cjk = sum(1 for term in terms if _CJK.search(term))
-    latin = sum(1 for term in terms if not term.isdigit() and not _CJK.search(term))
-    if cjk == latin == 0:
-        return None
-    return "cjk" if cjk > latin else "latin"
+_CJK = re.compile(f"[{CJK_IDEOGRAPHS}]")

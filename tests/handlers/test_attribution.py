@@ -9,7 +9,9 @@ from handlers.attribution import (
     CURRENT_USER,
     Attribution,
     canonical_subject,
+    evidence_terms,
     is_profile_eligible,
+    rests_on,
 )
 from handlers.messages import ChatMessage
 from handlers.rendering import current_user_name, named_speakers
@@ -146,3 +148,9 @@ def test_subject_in_statement(statement: str, expected: str | None) -> None:
 )
 def test_with_user_as_subject(statement: str, expected: str) -> None:
     assert with_user_as_subject(statement, "Tim") == expected
+
+
+def test_an_ideograph_outside_the_basic_block_is_part_of_its_chinese_run() -> None:
+    # 䶮 (U+4DAE) is in Extension A: the pairs around it are terms like any other.
+    assert {"刘䶮", "䶮爱", "爱喝", "喝茶"} <= evidence_terms("刘䶮爱喝茶")
+    assert rests_on("刘䶮爱喝茶。", ["我是刘䶮"], names=[])

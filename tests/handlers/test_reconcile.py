@@ -408,6 +408,11 @@ def test_thresholds_must_be_ordered_cosines(reinforce: float, ask: float) -> Non
         Thresholds(reinforce=reinforce, ask=ask)
 
 
+def test_thresholds_show_the_llm_at_least_one_candidate() -> None:
+    with pytest.raises(ValueError, match="max_options"):
+        Thresholds(reinforce=0.95, ask=0.8, max_options=0)
+
+
 def test_a_type_that_only_adds_adds_even_a_near_duplicate_without_asking() -> None:
     existing = known("The user reported a broken charger.")
     result = run(
