@@ -21,6 +21,7 @@ from memstream.config import Settings
 from memstream.promotion.lineage import ShadowRefused, shadow_environment
 from memstream.sdk.client import MemoryClient
 from tests.memstream.cli.test_memories import memstream
+from tests.support.brokers import only_on_the_first_broker
 from tests.support.pipeline import PipelineHarness, copy_turns, eventually
 
 EXTRACTORS = """\
@@ -122,8 +123,13 @@ def reextract(live: PipelineHarness, shadow: str, *options: str) -> list[str]:
 
 @pytest.mark.integration
 def test_a_forgotten_user_stays_forgotten_a_selection_extracts_its_users_and_discard_drops_it(
-    pipeline_factory: Any,
+    pipeline_factory: Any, broker: Any, request: pytest.FixtureRequest
 ) -> None:
+    only_on_the_first_broker(
+        request.config,
+        broker.flavour,
+        "what it shows is the command's (which users, which databases), the same on every broker",
+    )
     live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
     live.llm.on("You extract facts", by_extractor)
     for user in ("tim", "ada", "bob"):
@@ -170,8 +176,14 @@ def test_a_forgotten_user_stays_forgotten_a_selection_extracts_its_users_and_dis
 
 @pytest.mark.integration
 def test_a_shadow_stage_killed_mid_run_is_restarted_and_nothing_is_lost_or_doubled(
-    pipeline_factory: Any,
+    pipeline_factory: Any, broker: Any, request: pytest.FixtureRequest
 ) -> None:
+    only_on_the_first_broker(
+        request.config,
+        broker.flavour,
+        "the fault suite kills a shadow stage mid-run on Apache Kafka "
+        "(tests/fault/test_fault_injection.py)",
+    )
     live: PipelineHarness = pipeline_factory(config=EXTRACTORS)
     live.llm.on("You extract facts", by_extractor)
     users = [f"user{n}" for n in range(6)]
