@@ -139,6 +139,13 @@ def sides_for(index: int) -> tuple[str, ...]:
     return SIDES[shift:] + SIDES[:shift]
 
 
+def shares_system_prompt(last: list[dict[str, str]], messages: list[dict[str, str]]) -> bool:
+    """Whether a request would start with the previous one's prompt, which the server reuses
+    instead of evaluating it (one type asked of a snapshot, as in the quick profile, makes the
+    three sides the same request)."""
+    return bool(last) and bool(messages) and last[0] == messages[0]
+
+
 def measure(
     base_url: str,
     model: str,
@@ -146,20 +153,28 @@ def measure(
     cursor: LogCursor,
     types: tuple[MemoryType, ...] = MEMORY_TYPES,
 ) -> list[dict[str, Any]]:
-    """For each snapshot, each side in turn over every type worth asking (so no two consecutive
-    requests share a system prompt): the stage's extraction, the bare request, and the bare
-    request with ``max_tokens=1`` (the prompt's evaluation and one token)."""
+    """For each snapshot, each side in turn over every type worth asking: the stage's
+    extraction, the bare request, and the bare request with ``max_tokens=1`` (the prompt's
+    evaluation and one token). No two consecutive requests share a system prompt: where they
+    would (one type asked), an untimed one-token request goes in between."""
     rows: list[dict[str, Any]] = []
     with httpx.Client(timeout=900) as client:
         warm_up = [{"role": "user", "content": 'Answer with the JSON object {"ok": true}.'}]
         client.post(f"{base_url}/chat/completions", json=bare_body(model, warm_up))
         cursor.read()  # untimed: the first request pays for loading the weights
+        last: list[dict[str, str]] = warm_up
         for index, snapshot in enumerate(snapshots):
             asked = [t for t in types if extractor_for(t).worth_asking(snapshot)]
             order = sides_for(index)
             for side in order:
                 for memory_type in asked:
                     body = bare_body(model, extractor_for(memory_type).prompt(snapshot))
+                    if shares_system_prompt(last, body["messages"]):
+                        # untimed: another prompt in between, so this one is evaluated whole
+                        spacer = {**bare_body(model, warm_up), "max_tokens": 1}
+                        client.post(f"{base_url}/chat/completions", json=spacer)
+                        cursor.read()
+                    last = body["messages"]
                     if side == "stage":
                         row = asyncio.run(_stage(base_url, model, snapshot, memory_type))
                     elif side == "bare":

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from bench.cost_conversation import SESSIONS
-from bench.suites.extraction_time import SIDES, bare_body, sides_for, summary, window_snapshot
+from bench.suites.extraction_time import (
+    SIDES,
+    bare_body,
+    shares_system_prompt,
+    sides_for,
+    summary,
+    window_snapshot,
+)
 from handlers.extraction.registry import extractor_for
 
 
@@ -34,6 +41,16 @@ def test_bare_body_is_the_request_the_stage_sends() -> None:
 def test_every_side_runs_first_in_turn() -> None:
     assert [sides_for(i)[0] for i in range(3)] == list(SIDES)
     assert all(sorted(sides_for(i)) == sorted(SIDES) for i in range(5))
+
+
+def test_the_same_type_asked_twice_in_a_row_would_reuse_its_system_prompt() -> None:
+    snapshot = window_snapshot(SESSIONS[0])
+    semantic = extractor_for("semantic").prompt(snapshot)
+    episodic = extractor_for("episodic").prompt(snapshot)
+
+    assert shares_system_prompt(semantic, extractor_for("semantic").prompt(snapshot))
+    assert not shares_system_prompt(semantic, episodic)
+    assert not shares_system_prompt([], semantic)
 
 
 def _row(snapshot: str, side: str, seconds: float) -> dict[str, Any]:
