@@ -24,10 +24,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstream.cli.settings import live_and_shadow
 from memstream.config import Settings
+
+if TYPE_CHECKING:
+    from streams.settings import StreamSettings
 
 DEFAULT_TIMEOUT_SECONDS = 24 * 3600.0
 POLL_SECONDS = 1.0
@@ -139,13 +142,16 @@ def _refuse_a_discarded_name(shadow: Settings) -> None:
 def _follow(
     shadow: Settings, stages: list[str], deadline: float, supervise: Callable[[], None]
 ) -> bool:
-    """Show the extraction's progress until every stage has read the snapshots that were in the
-    log at the start and the projector every result they wrote; False at the deadline. Between
-    looks, `supervise()` restarts a crashed worker (it goes on from its committed offsets)."""
+    """Show the extraction's progress until every stage has applied the snapshots that were in
+    the log at the start and the projector every result they wrote, by the progress each keeps
+    (never the groups' committed offsets, which Faust may move past records the stage never
+    applied); False at the deadline. Between looks, `supervise()` restarts a crashed worker (it
+    goes on from its own progress)."""
+    from pymongo import MongoClient
     from rich.console import Console
     from rich.progress import Progress
 
-    from memstream.runtime.shadow import end_offsets, reached
+    from memstream.runtime.shadow import applied, end_offsets, projected
     from memstream.runtime.worker import stream_settings
 
     kafka, groups = shadow.kafka, stream_settings(shadow)
@@ -155,7 +161,7 @@ def _follow(
 
     async def extracted() -> int:
         found = [
-            reached(kafka, groups.group(stage.replace(":", "-")), kafka.topics.snapshots, snapshots)
+            applied(kafka, progress_changelog(groups, stage), kafka.topics.snapshots, snapshots)
             for stage in extractors
         ]
         return sum(await asyncio.gather(*found))
@@ -170,14 +176,24 @@ def _follow(
             time.sleep(POLL_SECONDS)
         bar.update(task, completed=total or 1)
         results = asyncio.run(end_offsets(kafka, kafka.topics.memories))
-        projector = groups.group("projector")
         wanted = sum(results.values())
-        while asyncio.run(reached(kafka, projector, kafka.topics.memories, results)) < wanted:
-            if time.monotonic() > deadline:
-                return False
-            supervise()
-            time.sleep(POLL_SECONDS)
+        client: MongoClient[dict[str, Any]] = MongoClient(shadow.mongodb.uri, tz_aware=True)
+        try:
+            db = client[shadow.mongodb.database]
+            while projected(db, kafka.topics.memories, results) < wanted:
+                if time.monotonic() > deadline:
+                    return False
+                supervise()
+                time.sleep(POLL_SECONDS)
+        finally:
+            client.close()
     return True
+
+
+def progress_changelog(groups: StreamSettings, stage: str) -> str:
+    """The changelog topic of a stage's progress table (`streams.extraction`: Faust names it
+    after the app, whose id is the stage's consumer group)."""
+    return f"{groups.group(stage.replace(':', '-'))}-progress-changelog"
 
 
 def _follow_live(supervise: Callable[[], None]) -> None:

@@ -26,8 +26,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from faust.types import TP
+from pymongo.database import Database
 
 from memstream.config import KafkaSettings, Settings
+from projections.progress import topic_offsets
+from streams.table_keys import progress_key
 
 
 def shadow_stages(shadow: Settings) -> list[str]:
@@ -44,6 +48,70 @@ async def end_offsets(kafka: KafkaSettings, topic: str) -> dict[int, int]:
         partitions = [TopicPartition(topic, p) for p in range(kafka.partitions)]
         ends = await consumer.end_offsets(partitions)
         return {tp.partition: int(offset) for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def applied(
+    kafka: KafkaSettings, changelog: str, topic: str, targets: Mapping[int, int]
+) -> int:
+    """How many of the records before `targets` (per partition of `topic`) a stage has applied,
+    by the progress it keeps in its own table, read from the table's `changelog` topic. Unlike
+    its group's committed offsets, which Faust may move past records it never handed to the
+    stage, this progress is never ahead of what the stage did (docs/architecture.md, "Stages",
+    the partition guard)."""
+    last = await _latest_values(kafka, changelog)
+    done = 0
+    for partition, target in targets.items():
+        stored = last.get(progress_key(TP(topic, partition)))
+        done += min(int(stored) + 1, target) if stored else 0
+    return done
+
+
+def projected(db: Database[dict[str, Any]], topic: str, targets: Mapping[int, int]) -> int:
+    """How many of the records before `targets` (per partition of `topic`) the projector has
+    applied to the read model `db`, by the progress it keeps there."""
+    last = topic_offsets(db, topic)
+    return sum(
+        min(last[partition] + 1, target) if partition in last else 0
+        for partition, target in targets.items()
+    )
+
+
+QUIET_FETCHES = 20
+"""Empty fetches short of the end offsets after which a changelog is taken as read (about ten
+seconds: a broker may overstate an end)."""
+
+
+async def _latest_values(kafka: KafkaSettings, topic: str) -> dict[bytes, bytes | None]:
+    """The latest value of every key of a (compacted) table changelog, partitioned like the
+    pipeline's topics, read from its start to its end now; empty when it does not exist yet."""
+    consumer = AIOKafkaConsumer(
+        **kafka.client_options(), enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():
+            return {}
+        tps = [TopicPartition(topic, p) for p in range(kafka.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        latest: dict[bytes, bytes | None] = {}
+        quiet = 0
+        while quiet < QUIET_FETCHES:
+            batch = await consumer.getmany(*tps, timeout_ms=500)
+            for records in batch.values():
+                for record in records:
+                    if record.key is not None:
+                        latest[record.key] = record.value
+            if batch:
+                quiet = 0
+            elif all([await consumer.position(tp) >= ends[tp] for tp in tps]):
+                break  # read until quiet: Tansu's end offsets can be short after batches
+            else:
+                quiet += 1
+        return latest
     finally:
         await consumer.stop()
 
