@@ -37,7 +37,11 @@ async def kafka_roundtrip(bootstrap: str) -> None:
         await admin.create_topics(
             [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]
         )
-        topics = await admin.describe_topics([TOPIC])
+        for _ in range(60):  # a topic just created may show no partitions until metadata settles
+            topics = await admin.describe_topics([TOPIC])
+            if topics[0]["partitions"]:
+                break
+            await asyncio.sleep(0.5)
         assert len(topics[0]["partitions"]) == PARTITIONS
     finally:
         await admin.close()
