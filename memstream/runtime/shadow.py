@@ -20,6 +20,7 @@ shadow is a whole read model, built by the same code, ids and ordering rules as 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ from pymongo.database import Database
 
 from memstream.config import KafkaSettings, Settings
 from projections.progress import topic_offsets
+from streams.log_reader import KafkaLogReader
 from streams.table_keys import progress_key
 
 
@@ -60,60 +62,48 @@ async def applied(
     its group's committed offsets, which Faust may move past records it never handed to the
     stage, this progress is never ahead of what the stage did (docs/architecture.md, "Stages",
     the partition guard)."""
-    last = await _latest_values(kafka, changelog)
-    done = 0
-    for partition, target in targets.items():
-        stored = last.get(progress_key(TP(topic, partition)))
-        done += min(int(stored) + 1, target) if stored else 0
-    return done
+    stored = await _latest_values(kafka, changelog)
+    last = {
+        partition: int(value)
+        for partition in targets
+        if (value := stored.get(progress_key(TP(topic, partition))))
+    }
+    return _records_before(last, targets)
 
 
 def projected(db: Database[dict[str, Any]], topic: str, targets: Mapping[int, int]) -> int:
     """How many of the records before `targets` (per partition of `topic`) the projector has
     applied to the read model `db`, by the progress it keeps there."""
-    last = topic_offsets(db, topic)
+    return _records_before(topic_offsets(db, topic), targets)
+
+
+def _records_before(last_applied: Mapping[int, int], targets: Mapping[int, int]) -> int:
+    """Of the records before each partition's target, how many lie at or below its last
+    applied offset (none where nothing was applied)."""
     return sum(
-        min(last[partition] + 1, target) if partition in last else 0
+        min(last_applied[partition] + 1, target) if partition in last_applied else 0
         for partition, target in targets.items()
     )
 
 
-QUIET_FETCHES = 20
-"""Empty fetches short of the end offsets after which a changelog is taken as read (about ten
-seconds: a broker may overstate an end)."""
-
-
 async def _latest_values(kafka: KafkaSettings, topic: str) -> dict[bytes, bytes | None]:
-    """The latest value of every key of a (compacted) table changelog, partitioned like the
-    pipeline's topics, read from its start to its end now; empty when it does not exist yet."""
-    consumer = AIOKafkaConsumer(
-        **kafka.client_options(), enable_auto_commit=False, auto_offset_reset="earliest"
-    )
-    await consumer.start()
+    """The latest value of every key of a table changelog, partitioned like the pipeline's
+    topics, read from its start to its end now; empty when it does not exist yet."""
+    if not kafka.bootstrap_servers:
+        raise ValueError("KAFKA_BOOTSTRAP_SERVERS is not set")
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    await admin.start()
     try:
-        if topic not in await consumer.topics():
-            return {}
-        tps = [TopicPartition(topic, p) for p in range(kafka.partitions)]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        await consumer.seek_to_beginning(*tps)
-        latest: dict[bytes, bytes | None] = {}
-        quiet = 0
-        while quiet < QUIET_FETCHES:
-            batch = await consumer.getmany(*tps, timeout_ms=500)
-            for records in batch.values():
-                for record in records:
-                    if record.key is not None:
-                        latest[record.key] = record.value
-            if batch:
-                quiet = 0
-            elif all([await consumer.position(tp) >= ends[tp] for tp in tps]):
-                break  # read until quiet: Tansu's end offsets can be short after batches
-            else:
-                quiet += 1
-        return latest
+        exists = topic in set(await admin.list_topics())
     finally:
-        await consumer.stop()
+        await admin.close()
+    if not exists:
+        return {}
+    reader = KafkaLogReader(kafka.bootstrap_servers, security=kafka.security)
+    tails = await asyncio.gather(
+        *(reader.read_tail(TP(topic, partition), 0) for partition in range(kafka.partitions))
+    )
+    return {record.key: record.value for tail in tails for record in tail if record.key}
 
 
 async def reached(kafka: KafkaSettings, group: str, topic: str, targets: Mapping[int, int]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 2
 
 
-async def commit(kafka: KafkaSettings, group: str, topic: str, offsets: dict[int, int]) -> None:
+async def commit(kafka: KafkaSettings, group: str, topic: str, offsets: Mapping[int, int]) -> None:
     consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=group, enable_auto_commit=False)
     await consumer.start()
     try:
@@ -64,10 +65,10 @@ def test_a_stage_is_as_far_as_its_progress_even_when_its_group_committed_further
             (progress_key(TP(snapshots, 1)), b"3", 1),
         ]
         await produce_raw(kafka.bootstrap_servers, changelog, progress)
-        ten = [(None, b"snapshot", p) for p, count in targets.items() for _ in range(count)]
-        await produce_raw(kafka.bootstrap_servers, snapshots, ten)
+        records = [(None, b"snapshot", p) for p, count in targets.items() for _ in range(count)]
+        await produce_raw(kafka.bootstrap_servers, snapshots, records)
         # Faust committed past records the stage never applied (streams.progress)
-        await commit(kafka, group, snapshots, {0: 10, 1: 4})
+        await commit(kafka, group, snapshots, targets)
         return (
             before,
             await applied(kafka, changelog, snapshots, targets),
