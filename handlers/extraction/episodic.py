@@ -54,6 +54,7 @@ from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.dates import dated_turns, dates_in, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.narration import only_narration
 from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 
@@ -180,12 +181,14 @@ def _memory_from(
     summary = _required(draft.summary, index, "summary")
     if in_first_person(summary):
         return None  # a copied message: whose "I" it is cannot be known for sure
+    if only_narration(summary, transcript.names):
+        return None  # "John congratulated the user. He asked how …": what was said, not done
     attribution = _attribution(draft.subject, summary, transcript, index)
     if attribution is None:
         return None  # a person who is not in the conversation (an example's placeholder)
     summary = ground_relative_times(summary, turns).text
     messages = [m.content for m in transcript.messages]
-    if not rests_on(without_dates(summary), messages, names=_names(transcript)):
+    if not rests_on(without_dates(summary), messages, names=transcript.names):
         return None  # not about this conversation: an invented or copied example episode
     summary = _the_user_for_their_name(summary, transcript)
     outcome = ground_relative_times(one_line(draft.outcome or ""), turns).text
@@ -247,10 +250,6 @@ def _required(value: str, index: int, field: str) -> str:
     if not text:
         raise InvalidExtraction(f'"{_KEY}"[{index}].{field}: must not be blank')
     return text
-
-
-def _names(transcript: Transcript) -> list[str]:
-    return [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
 
 
 def _attribution(

@@ -40,5 +40,5 @@ def is_pleasantry(text: str, names: list[str]) -> bool:
 def only_pleasantries(transcript: Transcript) -> bool:
     """Whether every message a person wrote in the conversation is a pleasantry (a
     conversation with no person's message counts too: there is nothing of theirs to learn)."""
-    names = [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
+    names = transcript.names
     return all(is_pleasantry(text, names) for text in transcript.humans_said)

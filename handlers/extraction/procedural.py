@@ -216,7 +216,7 @@ def _procedure(
 ) -> MemoryContent | None:
     """One procedure of `steps`: whom it is for and who gave it from the LLM's fields checked
     against the words (`_source`), or, for messages copied from a `speaker`, that speaker."""
-    names = _names(transcript)
+    names = transcript.names
     said = " ".join(steps)
     if not rests_on(said, [m.content for m in transcript.messages], names=names):
         return None  # not from this conversation: an invented or copied example
@@ -265,7 +265,7 @@ def _copied_messages(
     John", "我的话" → "用户的话". A first-person step that rests on no single person's
     messages, or that cannot be rewritten safely ("I", "we", "我们" left), is dropped.
     """
-    names = _names(transcript)
+    names = transcript.names
     people = _people(transcript)
     own: list[str] = []
     copied: dict[str, tuple[Attribution, list[str]]] = {}
@@ -311,7 +311,7 @@ def _trigger_of(raw: str, source: Attribution, transcript: Transcript) -> str:
     if not in_first_person(raw):
         return raw
     if source.kind != "assistant":
-        share = support(raw, transcript.said_by(source), names=_names(transcript))
+        share = support(raw, transcript.said_by(source), names=transcript.names)
         if share is not None and share >= OWN_SHARE:
             return _about(raw, source) or "always"
     return "always"
@@ -367,10 +367,6 @@ def _trigger(raw: str, steps: str, names: list[str]) -> str:
     return trigger
 
 
-def _names(transcript: Transcript) -> list[str]:
-    return [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
-
-
 def _who(raw: str, transcript: Transcript, index: int, field: str) -> Attribution | None:
     """A participant as memories name them; None for a person absent from the conversation."""
     try:
@@ -409,7 +405,7 @@ def _source(
       person's are the assistant's (the person only asked; small models then often call the
       assistant's answer a "rule", which becomes a workflow or an instruction).
     """
-    names = _names(transcript)
+    names = transcript.names
     shares = [(support(steps, transcript.said_by(p), names=names), p) for p in _people(transcript)]
     best_share, best = max(shares, key=lambda pair: pair[0] or 0.0)
     if best_share is not None and best_share >= OWN_SHARE:

@@ -28,6 +28,7 @@ from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.dates import dated_turns, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, support, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.narration import only_narration
 from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 
@@ -155,7 +156,7 @@ def _memory_from(
     statement = _chinese_copy_in_third_person(one_line(draft.statement), draft.subject, transcript)
     if not statement or in_first_person(statement):
         return None  # a quoted message, not a fact: whose "I" it is cannot be known for sure
-    if _narrates_the_conversation(statement):
+    if _narrates_the_conversation(statement, transcript.names):
         return None  # "The user asked about …", "…?": what was said, not what is true
     if _without_content(statement) or _only_a_name(statement, transcript):
         return None  # "The user shared a photo.", "Melanie is Melanie.": nothing to remember
@@ -201,7 +202,7 @@ def _chinese_copy_in_third_person(statement: str, subject: str, transcript: Tran
         person.kind == "third_party" and person.subject not in transcript.speaker_names
     ):
         return statement
-    names = [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
+    names = transcript.names
     share = support(statement, transcript.said_by(person), names=names)
     if share is None or share < 0.5:
         return statement
@@ -216,17 +217,6 @@ def _attribution(subject: str, statement: str, transcript: Transcript, index: in
         return canonical_subject(raw, user_name=user_name, speaker_names=speakers)
     except ValueError as exc:
         raise InvalidExtraction(f'"facts"[{index}].subject: {exc}') from exc
-
-
-_NARRATION = re.compile(
-    r"^(the user|user|the assistant|assistant)\s+(is\s+|was\s+)?"
-    r"(asks?|asked|asking|greets?|greeted|greeting|says?|said|saying|thanks?|thanked|thanking|"
-    r"answers?|answered|answering|repl(y|ies|ied)|replying|respond(s|ed)?|responding|"
-    r"wants to know|wanted to know|provides tips|understands|"
-    r"(learn(s|ed|t)?|found out|finds out|was told|got told) (how|that|about|what|why)\b)\b"
-    r"|^(用户|助手)(询问|问了|问|打招呼|感谢|回答|了解到|学会了怎么|得知)",
-    re.IGNORECASE,
-)
 
 
 _NOT_A_LASTING_FACT = re.compile(
@@ -295,12 +285,12 @@ sentence copied back ("The conversation took place on Wednesday, 1 February 2023
 memory already carries the date it was said on."""
 
 
-def _narrates_the_conversation(statement: str) -> bool:
+def _narrates_the_conversation(statement: str, names: list[str]) -> bool:
     """A question, or a sentence about the conversation itself rather than about a person:
     what was said, when it took place, advice given in it, or a passing mood."""
     return (
         statement.endswith(("?", "\uff1f"))
-        or _NARRATION.match(statement) is not None
+        or only_narration(statement, names)
         or _ABOUT_THE_CONVERSATION.match(statement) is not None
         or _NOT_A_LASTING_FACT.match(statement) is not None
     )
@@ -400,7 +390,7 @@ def assistant_provided(statement: str, transcript: Transcript) -> bool:
         return False
     if not any(_REQUEST.search(text) for text in transcript.humans_said):
         return False
-    names = [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
+    names = transcript.names
     claimed = evidence_terms(statement, ignore=names) - _PROVIDING_TERMS
     novel = claimed - _terms(transcript.humans_said, names)
     assistant_said = transcript.said_by(ASSISTANT)

@@ -219,7 +219,7 @@ def _memory_from(draft: TermDraft, transcript: Transcript, index: int) -> Memory
     if not rests_on(
         " ".join(filter(None, [definition, parent])),
         transcript.humans_said,
-        names=_names(transcript),
+        names=transcript.names,
     ):
         return None  # general knowledge from the assistant, not the people's own vocabulary
     examples = [
@@ -249,16 +249,12 @@ def render(term: str, parent: str | None, definition: str, language: Language) -
     return f"{head}: {definition}." if definition else f"{head}."
 
 
-def _names(transcript: Transcript) -> list[str]:
-    return [*transcript.speaker_names, *([transcript.user_name] if transcript.user_name else [])]
-
-
 def _is_participant(term: str, transcript: Transcript) -> bool:
     key = term.casefold()
     return (
         key in USER_ALIASES
         or key in ASSISTANT_ALIASES
-        or any(key == name.casefold() for name in _names(transcript))
+        or any(key == name.casefold() for name in transcript.names)
     )
 
 
@@ -287,7 +283,7 @@ def _examples(raw: list[str], transcript: Transcript) -> list[str]:
         if (
             cleaned
             and cleaned.casefold() not in {e.casefold() for e in found}
-            and rests_on(cleaned, everything, names=_names(transcript))
+            and rests_on(cleaned, everything, names=transcript.names)
         ):
             found.append(cleaned)
     return found

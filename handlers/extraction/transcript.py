@@ -49,6 +49,13 @@ class Transcript:
         return [m.content for m in self.messages if (m.name or "").casefold() == named]
 
     @property
+    def names(self) -> list[str]:
+        """Every person's name the conversation gives: the named speakers' and the current
+        user's (when their messages carry one), sorted."""
+        named = set(self.speaker_names) | ({self.user_name} if self.user_name else set())
+        return sorted(named)
+
+    @property
     def humans_said(self) -> list[str]:
         """Every message a person wrote: the current user's and the named speakers'."""
         return [m.content for m in self.messages if m.role == "user" or m.name]

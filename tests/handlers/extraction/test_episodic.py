@@ -189,6 +189,21 @@ def test_a_summary_in_the_first_person_is_a_copied_message_and_dropped(summary: 
     assert parse(answer(episode(summary), kept)) == parse(answer(kept))
 
 
+def test_a_summary_that_only_tells_what_was_said_is_dropped() -> None:
+    narration = episode(
+        "John congratulated the user on the trip! He asked which day they would fly.",
+        title="Congratulations",
+    )
+    kept = episode(PORTO, title="Porto")
+    assert parse(answer(narration, kept)) == parse(answer(kept))
+
+
+def test_a_summary_that_also_says_what_happened_is_kept() -> None:
+    told = "John asked the user about the trip. John will book the hotel near Ribeira."
+    (memory,) = parse(answer(episode(told, title="Porto")))
+    assert memory.text == told
+
+
 async def test_a_copied_message_costs_no_retry() -> None:
     """A retry asking for the third person did not make the 1.5B model rewrite it."""
     llm = FakeChatModel(answer(episode("I planned a trip to Porto.")))

@@ -347,6 +347,24 @@ def test_statements_narrating_the_conversation_are_dropped(statement: str) -> No
     assert parse(answer(fact(statement, subject="the user"))) == []
 
 
+@pytest.mark.parametrize(
+    ("statement", "subject"),
+    [
+        ("John told the user that coffee is great.", "John"),
+        ("John congratulated the user on the job at Stripe.", "John"),
+        ("The user thanked John. He asked about Berlin.", "the user"),
+    ],
+)
+def test_what_one_participant_said_to_another_is_dropped(statement: str, subject: str) -> None:
+    assert parse(answer(fact(statement, subject=subject))) == []
+
+
+def test_a_fact_after_a_narrating_sentence_is_kept() -> None:
+    statement = "John asked the user about work. John is a nurse in Berlin."
+    (memory,) = parse(answer(fact(statement, subject="John")))
+    assert (memory.subject, memory.text) == ("John", statement)
+
+
 def test_prompt_asks_for_the_conversation_language() -> None:
     chinese = snapshot(turns=[{"role": "user", "content": "我在 Stripe 工作。"}])
     english = snapshot(turns=[{"role": "user", "content": "I work at Stripe."}])
