@@ -98,7 +98,7 @@ def past_first(lines: Sequence[str]) -> list[str]:
 
 
 _PAST_LINE = re.compile(r"^- (\[[^\]]+\] )?([^:]+): (.*)$")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")  # noqa: RUF001 (Chinese punctuation)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")  # noqa: RUF001 (Chinese punctuation)
 QUESTION_CHARS = 150
 """A question shown before a reply is cut to this many characters (from its end)."""
 
@@ -116,7 +116,8 @@ def questions_before(sample: Sample) -> dict[tuple[str, str], str]:
     found: dict[tuple[str, str], str] = {}
     for session in sample.sessions:
         for earlier, turn in itertools.pairwise(session.turns):
-            last = _SENTENCE_END.split(earlier.text.strip())[-1]
+            sentences = [part for part in _SENTENCE_END.split(earlier.text.strip()) if part]
+            last = sentences[-1] if sentences else ""
             if earlier.speaker != turn.speaker and last.endswith(("?", "？")):  # noqa: RUF001
                 question = last[-QUESTION_CHARS:]
                 found[message_key(turn.speaker, turn.content)] = f"{earlier.speaker}: {question}"

@@ -89,6 +89,14 @@ def test_a_reply_shows_the_last_sentence_of_the_question_it_answers() -> None:
     assert laid_out[:5] == CONTEXT[:5]  # a memory is never taken for a message
 
 
+def test_a_chinese_question_is_the_last_sentence_without_a_space_before_it() -> None:
+    sample = _sample(
+        Turn("Gina", "D1:1", "太遗憾了。你的工作怎么了？"),
+        Turn("Jon", "D1:2", "昨天丢了。"),
+    )
+    assert questions_before(sample) == {("Jon", "昨天丢了。"): "Gina: 你的工作怎么了？"}
+
+
 def test_a_message_after_the_same_speakers_question_is_no_reply() -> None:
     sample = _sample(Turn("Jon", "D1:1", "Guess what?"), Turn("Jon", "D1:2", "I quit."))
     assert questions_before(sample) == {}
