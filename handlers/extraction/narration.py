@@ -40,12 +40,14 @@ _ADDRESSING = (
     r"welcom(es?|ed))\s+(by\s+)?"
 )
 """Verbs of an exchange when what follows is someone in the conversation or what was asked
-("asked the user …", "asked about …", "thanked John"); "asked her boss for a raise" is not."""
+("asked the user …", "asked about …", "asked for …", "thanked John"); "asked her boss for a
+raise" is not."""
 _TELLING = r"(told|tells)\s+"
 """Told someone in the conversation that, how, what …; "told the user about her trip" is left."""
 _AFTER_HER = r"\s(about|what|how|why|when|where|whether|if|that|to|for|on)\b"
 """"her" as the one addressed ("thanked her for …"), not a possessive ("asked her boss")."""
-_ASKED_WHAT = r"(about|what|how|why|when|where|whether|if|which|who)\b"
+_ASKED_WHAT = r"(about|for|what|how|why|when|where|whether|if|which|who)\b"
+"""What may follow an exchange's verb instead of the one addressed: "asked for a packing list"."""
 _CLAUSE_WORD = r"(that|how|what|why|when|where|whether|if)\b"
 # Chinese drops a clause's subject when it is the previous one's ("并询问如何找到的"), and
 # thanks or congratulates "towards" someone ("刘洋对王芳的好消息表示祝贺").

@@ -19,6 +19,7 @@ NAMES = ["John", "Tim", "张伟", "李娜"]
         "Tim was encouraged by John.",  # "was" + a courtesy: still the exchange itself
         "The assistant replied with a greeting.",
         "The user asked about the weather in Reykjavik.",
+        "The user asked for a packing list.",
         "John also wished the user luck.",
         "张伟恭喜李娜",
         "她感谢用户的鼓励。",
