@@ -94,6 +94,7 @@ def test_transcript_knows_the_speakers() -> None:
     transcript = transcript_of(multi_speaker())
     assert transcript.user_name == "Tim"
     assert transcript.speaker_names == frozenset({"John"})
+    assert transcript.names == ["John", "Tim"]
     assert transcript.text.splitlines()[0] == "The user's name is Tim"
 
 
