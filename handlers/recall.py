@@ -45,6 +45,14 @@ BEFORE_CHARS = 1_000
 """Of the message said before a past message, its last this many characters are matched: where
 a long reply's question to the speaker usually is, and a bound on the text a call ranks."""
 
+RERANK_POOL = 20
+"""How many of the best keyword matches are reranked by meaning (`reranked`)."""
+MEANING_WEIGHT = 2.0
+"""How much a candidate's similarity of meaning to the query counts against its keyword score,
+both scaled to [0, 1] among the candidates."""
+MEANING_BEFORE_CHARS = 300
+"""Of the message said before a candidate, its last this many characters are embedded with it."""
+
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _ENGLISH = snowballstemmer.stemmer("english")
 _STOP_WORDS = """
@@ -90,8 +98,31 @@ def recalled(
     *,
     stop_words: frozenset[str] = STOP_WORDS,
 ) -> list[PastMessage]:
-    """The at most `limit` messages that best match `query` (see the module doc), the query's
-    `stop_words` left out."""
+    """The at most `limit` messages that best match `query` by keywords alone (see the module
+    doc), the query's `stop_words` left out."""
+    return [
+        candidate.message
+        for candidate in keyword_candidates(query, messages, limit, stop_words=stop_words)
+    ]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A past message that shares a word with the query, and its keyword (BM25) score."""
+
+    message: PastMessage
+    keyword_score: float
+
+
+def keyword_candidates(
+    query: str,
+    messages: Sequence[PastMessage],
+    limit: int,
+    *,
+    stop_words: frozenset[str] = STOP_WORDS,
+) -> list[Candidate]:
+    """The at most `limit` messages sharing a word with `query`, best keyword score first (ties:
+    the later message first, then the order given)."""
     if limit <= 0 or not messages:
         return []
     index = KeywordIndex.built([stemmed(message.searchable) for message in messages])
@@ -104,7 +135,35 @@ def recalled(
             position,
         ),
     )
-    return [messages[position] for position in order[:limit]]
+    return [Candidate(messages[position], float(scores[position])) for position in order[:limit]]
+
+
+def meaning_text(message: PastMessage) -> str:
+    """What is embedded of a candidate to compare its meaning with the query's: the speaker and
+    the text as shown, and the tail of the message before it (the question it answers)."""
+    said = f"{message.speaker}: {shown_text(message.text)}"
+    before = " ".join(message.before[-MEANING_BEFORE_CHARS:].split())
+    return f"{said} (after: {before})" if before else said
+
+
+def reranked(
+    candidates: Sequence[Candidate], similarities: Sequence[float], limit: int
+) -> list[PastMessage]:
+    """The best `limit` of `candidates` (in `keyword_candidates`' order) by keywords and meaning
+    together: each one's keyword score over the best one's, plus `MEANING_WEIGHT` times its
+    similarity to the query (`similarities`, one per candidate) scaled to [0, 1] between the
+    least and the most similar candidate. Ties keep the keyword order."""
+    if len(similarities) != len(candidates):
+        raise ValueError(f"{len(similarities)} similarities for {len(candidates)} candidates")
+    if limit <= 0 or not candidates:
+        return []
+    keyword = np.array([c.keyword_score for c in candidates], dtype=np.float64)
+    meaning = np.array(similarities, dtype=np.float64)
+    spread = float(meaning.max() - meaning.min())
+    scaled = (meaning - meaning.min()) / spread if spread > 0 else np.zeros_like(meaning)
+    fused = keyword / float(keyword.max()) + MEANING_WEIGHT * scaled
+    order = sorted(range(len(candidates)), key=lambda position: (-fused[position], position))
+    return [candidates[position].message for position in order[:limit]]
 
 
 def stemmed(text: str, leaving_out: frozenset[str] = frozenset()) -> str:

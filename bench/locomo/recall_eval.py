@@ -1,5 +1,5 @@
-"""How often `build_context`'s past messages hold a LoCoMo question's evidence (no model, no
-pipeline: `handlers.recall` on the conversation's turns).
+"""How often `build_context`'s past messages hold a LoCoMo question's evidence (no LLM, no
+pipeline: `handlers.recall` on the conversation's turns, and the local embedder).
 
     python -m bench.locomo.recall_eval --data locomo10.zip --sessions 4 \
         --out bench/results/locomo-recall-YYYY-MM-DD.json
@@ -14,12 +14,15 @@ evidence turns:
 * `any_evidence`: the share of questions with at least one evidence turn recalled;
 * `chars`: the mean characters the recalled lines take in a context (`handlers.context`).
 
-Three rankings, so a change shows what each part adds:
+Four rankings, so a change shows what each part adds:
 
 * `keywords`: `recalled` over speaker and text alone, every query word kept (the ranking as
   built on 2026-12-05, before stop words and `before`);
 * `stop_words`: the same with the query's stop words left out;
-* `as_built`: `handlers.recall.recalled` (stop words left out, and `before` matched).
+* `before`: `handlers.recall.recalled` (stop words left out, and `before` matched; as built
+  from 2026-12-05 to 2026-12-06);
+* `as_built`: the best `RERANK_POOL` of `before`'s matches reranked by meaning
+  (`handlers.recall.reranked`, with the local embedder, as `build_context` does).
 
 conv-26 is left out by default (`--exclude`): it is the conversation the LoCoMo figures report,
 so nothing is chosen on it. The JSON holds counts and shares only (LoCoMo's licence forbids
@@ -39,7 +42,19 @@ from typing import Any
 from bench.locomo.dataset import Sample, evidence_ids, first_sessions, load
 from bench.locomo.scoring import scored
 from handlers.context import past_message_line
-from handlers.recall import STOP_WORDS, PastMessage, preceding, recalled
+from handlers.ports import Embedder
+from handlers.recall import (
+    RERANK_POOL,
+    STOP_WORDS,
+    PastMessage,
+    keyword_candidates,
+    meaning_text,
+    preceding,
+    recalled,
+    reranked,
+)
+from memstream.providers.local_embedder import load_local_embedder
+from memstream.sdk.meaning import VectorCache, similarity
 
 Ranking = Callable[[str, Sequence[PastMessage], int], list[PastMessage]]
 
@@ -64,11 +79,27 @@ def _without_before(
     return [given[id(p)] for p in recalled_plain]
 
 
-RANKINGS: dict[str, Ranking] = {
-    "keywords": keywords,
-    "stop_words": stop_words,
-    "as_built": recalled,
-}
+def reranked_by_meaning(embedder: Embedder) -> Ranking:
+    """The ranking as built (`memstream.sdk.client`'s past messages): the best `RERANK_POOL`
+    keyword matches reranked by their similarity to the query through `embedder`."""
+    cache = VectorCache(capacity=100_000)
+
+    def ranking(query: str, messages: Sequence[PastMessage], limit: int) -> list[PastMessage]:
+        candidates = keyword_candidates(query, messages, RERANK_POOL)
+        texts = [meaning_text(candidate.message) for candidate in candidates]
+        return reranked(candidates, similarity(embedder, cache, query, texts), limit)
+
+    return ranking
+
+
+def rankings(embedder: Embedder) -> dict[str, Ranking]:
+    """Each ranking measured, by name, each one adding a part to the one before."""
+    return {
+        "keywords": keywords,
+        "stop_words": stop_words,
+        "before": recalled,
+        "as_built": reranked_by_meaning(embedder),
+    }
 
 
 @dataclass(frozen=True)
@@ -129,10 +160,12 @@ def summary(counts: Sequence[dict[str, float | int]]) -> dict[str, float | int]:
     }
 
 
-def report(samples: Sequence[Sample], limits: Sequence[int]) -> dict[str, dict[str, Any]]:
+def report(
+    samples: Sequence[Sample], limits: Sequence[int], embedder: Embedder
+) -> dict[str, dict[str, Any]]:
     """Per ranking and limit (``"as_built@6"``): the overall figures and each conversation's."""
     results: dict[str, dict[str, Any]] = {}
-    for name, ranking in RANKINGS.items():
+    for name, ranking in rankings(embedder).items():
         for limit in limits:
             per_sample = {s.sample_id: measured(s, ranking, limit) for s in samples}
             results[f"{name}@{limit}"] = {
@@ -157,15 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not samples:
         parser.error(f"no conversation of {args.data} is left once {sorted(excluded)} are out")
     limits = [int(limit) for limit in args.limits.split(",")]
-    rankings = report(samples, limits)
+    measured_rankings = report(samples, limits, load_local_embedder())
     result = {
         "command": " ".join(["python -m bench.locomo.recall_eval", *(argv or sys.argv[1:])]),
         "sessions": args.sessions,
         "excluded": sorted(excluded),
         "conversations": [s.sample_id for s in samples],
-        "rankings": rankings,
+        "rankings": measured_rankings,
     }
-    for name, value in rankings.items():
+    for name, value in measured_rankings.items():
         overall = value["overall"]
         print(
             f"{name:>14}: evidence {overall['evidence']:.3f}, any {overall['any_evidence']:.3f}, "

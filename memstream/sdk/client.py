@@ -29,12 +29,20 @@ from events.turns import SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
 from handlers.extraction.custom import heading_of
 from handlers.messages import ChatMessage, normalize_messages
-from handlers.recall import PAST_MESSAGES, PastMessage, recalled
+from handlers.recall import (
+    PAST_MESSAGES,
+    RERANK_POOL,
+    PastMessage,
+    keyword_candidates,
+    meaning_text,
+    reranked,
+)
 from handlers.rendering import detect_language
 from handlers.search import SearchMode
 from memstream.sdk.client_base import MemoryNotFound
 from memstream.sdk.corrections import CorrectionCalls
 from memstream.sdk.forgetting import ForgettingCalls
+from memstream.sdk.meaning import similarities
 from memstream.sdk.memory_types import attributes_for
 from memstream.sdk.results import (
     LlmUsage,
@@ -241,8 +249,10 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
     async def _past_messages(
         self, user_id: str, query: str, session_id: str | None, agent_id: str | None, limit: int
     ) -> list[PastMessage]:
-        """`build_context`'s past messages: the user's latest turns outside the session, ranked
-        for `query` off the event loop (`handlers.recall`); none when `limit` is 0."""
+        """`build_context`'s past messages: the user's latest turns outside the session, the
+        best `RERANK_POOL` by keywords reranked by their meaning's similarity to `query`
+        (`handlers.recall`, `memstream.sdk.meaning`), off the event loop; none when `limit`
+        is 0."""
         if limit <= 0:
             return []
         earlier = await (await self._reads()).past_messages(
@@ -251,7 +261,16 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
             agent_id=agent_id,
             scanned=PAST_MESSAGES_SCANNED,
         )
-        return await asyncio.to_thread(recalled, query, earlier, limit)
+        candidates = await asyncio.to_thread(keyword_candidates, query, earlier, RERANK_POOL)
+        if not candidates:
+            return []
+        meaning = await similarities(
+            await self._query_embedder(),
+            self._shared.vectors,
+            query,
+            [meaning_text(candidate.message) for candidate in candidates],
+        )
+        return reranked(candidates, meaning, limit)
 
     async def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Turn]:
         """Short-term memory: the session's latest turns, oldest first."""

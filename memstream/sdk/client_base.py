@@ -9,7 +9,7 @@ import copy
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -19,6 +19,7 @@ from handlers.identity import resolve_scope
 from handlers.ports import Embedder
 from memstream.config import Settings
 from memstream.keystore.sealing import ClientKeys
+from memstream.sdk.meaning import VectorCache
 from memstream.sdk.producer import EventProducer
 from memstream.sdk.read_model import ReadModel
 from memstream.sdk.served import ServedReadModels
@@ -41,6 +42,8 @@ class Connections:
     keys: ClientKeys
     reads: ServedReadModels | None = None
     embedder: Embedder | None = None
+    vectors: VectorCache = field(default_factory=VectorCache)
+    """Recently embedded texts' vectors (`memstream.sdk.meaning`)."""
 
 
 class ClientBase:

@@ -42,7 +42,9 @@ def test_the_report_gives_each_ranking_at_each_limit_and_leaves_out_excluded_con
     assert main(["--data", str(SYNTHETIC), "--limits", "2,6", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert set(report["rankings"]) == {
-        f"{name}@{limit}" for name in ("keywords", "stop_words", "as_built") for limit in (2, 6)
+        f"{name}@{limit}"
+        for name in ("keywords", "stop_words", "before", "as_built")
+        for limit in (2, 6)
     }
     overall = report["rankings"]["as_built@6"]["overall"]
     assert 0 <= overall["evidence"] <= 1 and overall["questions"] > 0

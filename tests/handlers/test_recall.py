@@ -1,18 +1,26 @@
-"""Recalling past messages: keyword ranking over speaker and text, ties by recency, cut text."""
+"""Recalling past messages: keyword ranking over speaker and text, ties by recency, cut text;
+the best keyword matches reranked by meaning."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+import pytest
+
 from handlers.recall import (
     BEFORE_CHARS,
+    MEANING_BEFORE_CHARS,
     MESSAGE_CHARS,
     STOP_WORDS,
+    Candidate,
     PastMessage,
     PromotedRun,
     conversation_runs,
+    keyword_candidates,
+    meaning_text,
     preceding,
     recalled,
+    reranked,
     shown_text,
     speaker_of,
     stemmed,
@@ -146,3 +154,46 @@ def test_only_the_end_of_a_long_message_before_is_kept() -> None:
 def test_a_caller_may_keep_every_query_word() -> None:
     said = [PastMessage("A", "What did you do?")]
     assert recalled("What did you do?", said, 3, stop_words=frozenset()) == said
+
+
+def test_keyword_candidates_carry_their_scores_best_first_and_recalled_keeps_their_order() -> None:
+    found = keyword_candidates("What did Melanie paint at the lake?", MESSAGES, 3)
+    scores = [candidate.keyword_score for candidate in found]
+    assert scores == sorted(scores, reverse=True) and all(score > 0 for score in scores)
+    assert [c.message for c in found] == recalled(
+        "What did Melanie paint at the lake?", MESSAGES, 3
+    )
+    assert keyword_candidates("quantum chromodynamics", MESSAGES, 5) == []
+
+
+def test_the_meaning_text_is_the_speaker_the_shown_text_and_the_tail_of_the_message_before() -> (
+    None
+):
+    plain = PastMessage("Kai", "Mont  Blanc,\nwith my sister.")
+    assert meaning_text(plain) == "Kai: Mont Blanc, with my sister."
+    answered = PastMessage("Kai", "Mont Blanc.", before="x" * 500 + " What mountain did you climb?")
+    text = meaning_text(answered)
+    assert text.startswith("Kai: Mont Blanc. (after: ") and text.endswith("did you climb?)")
+    assert len(text) == len("Kai: Mont Blanc. (after: )") + MEANING_BEFORE_CHARS
+
+
+def _candidates(*scores: float) -> list[Candidate]:
+    return [Candidate(PastMessage("A", f"message {i}"), score) for i, score in enumerate(scores)]
+
+
+def test_a_weaker_keyword_match_much_closer_in_meaning_is_reranked_first() -> None:
+    candidates = _candidates(4.0, 3.0, 1.0)
+    found = reranked(candidates, [0.70, 0.72, 0.90], 2)
+    assert [m.text for m in found] == ["message 2", "message 0"]
+
+
+def test_equal_similarities_keep_the_keyword_order() -> None:
+    candidates = _candidates(4.0, 3.0, 1.0)
+    assert reranked(candidates, [0.8, 0.8, 0.8], 3) == [c.message for c in candidates]
+
+
+def test_reranking_needs_one_similarity_per_candidate() -> None:
+    with pytest.raises(ValueError, match="2 similarities for 3 candidates"):
+        reranked(_candidates(3.0, 2.0, 1.0), [0.5, 0.6], 2)
+    assert reranked(_candidates(1.0), [0.5], 0) == []
+    assert reranked([], [], 3) == []
