@@ -16,7 +16,10 @@ ranking:
 * Latin-script words reduced to their English stems first (Snowball), so "paint" finds
   "painted"; CJK text is matched as the memories' search matches it (characters and bigrams);
 * only messages that share at least one token with the query; best score first, ties by the
-  later message first, then by the order given.
+  later message first, then by the order given (`keyword_candidates`, `recalled`);
+* when the deployment asks for it, the best `RERANK_POOL` of those reranked by meaning
+  (`reranked`): keyword score and similarity to the query together, the similarity the
+  caller's, from the embedding of each candidate's `meaning_text` (`memstream.sdk.meaning`).
 
 Whose messages these are, and how many are read, is the caller's (`memstream.sdk.read_model`:
 the user's latest turns outside the current session, a bounded number of them, so a query's
@@ -35,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 import snowballstemmer
 
-from handlers.search import KeywordIndex
+from handlers.search import KeywordIndex, relative_fused_scores
 
 PAST_MESSAGES = 6
 """How many past messages `build_context` shows unless told otherwise."""
@@ -150,18 +153,21 @@ def reranked(
     candidates: Sequence[Candidate], similarities: Sequence[float], limit: int
 ) -> list[PastMessage]:
     """The best `limit` of `candidates` (in `keyword_candidates`' order) by keywords and meaning
-    together: each one's keyword score over the best one's, plus `MEANING_WEIGHT` times its
-    similarity to the query (`similarities`, one per candidate) scaled to [0, 1] between the
-    least and the most similar candidate. Ties keep the keyword order."""
+    together, as the memories' search fuses them (`handlers.search.relative_fused_scores`):
+    each one's keyword score over the best one's, and its similarity to the query
+    (`similarities`, one per candidate) scaled to [0, 1] between the least and the most
+    similar candidate, the similarity weighted `MEANING_WEIGHT` times the keywords. Ties keep
+    the keyword order."""
     if len(similarities) != len(candidates):
         raise ValueError(f"{len(similarities)} similarities for {len(candidates)} candidates")
     if limit <= 0 or not candidates:
         return []
-    keyword = np.array([c.keyword_score for c in candidates], dtype=np.float64)
-    meaning = np.array(similarities, dtype=np.float64)
-    spread = float(meaning.max() - meaning.min())
-    scaled = (meaning - meaning.min()) / spread if spread > 0 else np.zeros_like(meaning)
-    fused = keyword / float(keyword.max()) + MEANING_WEIGHT * scaled
+    fused, _ = relative_fused_scores(
+        np.array(similarities, dtype=np.float64),
+        np.ones(len(candidates), dtype=np.bool_),
+        np.array([c.keyword_score for c in candidates], dtype=np.float64),
+        MEANING_WEIGHT / (1 + MEANING_WEIGHT),
+    )
     order = sorted(range(len(candidates)), key=lambda position: (-fused[position], position))
     return [candidates[position].message for position in order[:limit]]
 

@@ -348,14 +348,15 @@ def ranked(
     elif mode == "keyword":
         scores, kept = keyword, chosen & (keyword > 0.0)
     else:
-        scores, kept = _relative_fused(similarity, with_vector, keyword, weight)
+        scores, kept = relative_fused_scores(similarity, with_vector, keyword, weight)
     return [(int(p), float(scores[p])) for p in _best(scores, kept, tie_order, limit)]
 
 
-def _relative_fused(
+def relative_fused_scores(
     similarity: Floats, with_vector: Mask, keyword: Floats, weight: float
 ) -> tuple[Floats, Mask]:
-    """The definition's `relative_fused`, term by term: the scores and which positions have one."""
+    """The definition's `relative_fused`, term by term: the scores and which positions have one
+    (also `handlers.recall.reranked`'s fusion)."""
     present = similarity[with_vector]
     low = float(present.min()) if len(present) else 0.0
     spread = ((float(present.max()) if len(present) else 0.0) - low) or 1.0

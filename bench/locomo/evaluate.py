@@ -339,6 +339,7 @@ async def evaluate(
             "embedding": f"{settings.embedding.provider}:{settings.embedding.model or 'default'}",
             "memory_types": list(settings.memory.extraction.enabled),
             "window_max_messages": settings.window.max_messages,
+            "rerank_past_messages": settings.memory.rerank_past_messages,
             **extraction_totals(results),
         },
         "answer_llm": {way: chat.usage() for way, chat in by_way.items()},

@@ -19,10 +19,11 @@ Four rankings, so a change shows what each part adds:
 * `keywords`: `recalled` over speaker and text alone, every query word kept (the ranking as
   built on 2026-12-05, before stop words and `before`);
 * `stop_words`: the same with the query's stop words left out;
-* `before`: `handlers.recall.recalled` (stop words left out, and `before` matched; as built
-  from 2026-12-05 to 2026-12-06);
-* `as_built`: the best `RERANK_POOL` of `before`'s matches reranked by meaning
-  (`handlers.recall.reranked`, with the local embedder, as `build_context` does).
+* `as_built`: `handlers.recall.recalled` (stop words left out, and `before` matched), what
+  `build_context` does by default;
+* `meaning`: the best `RERANK_POOL` of `as_built`'s matches reranked by meaning with the local
+  embedder (`memstream.sdk.meaning.recalled_by_meaning`), what `build_context` does with
+  `memory.rerank_past_messages` on.
 
 conv-26 is left out by default (`--exclude`): it is the conversation the LoCoMo figures report,
 so nothing is chosen on it. The JSON holds counts and shares only (LoCoMo's licence forbids
@@ -43,18 +44,9 @@ from bench.locomo.dataset import Sample, evidence_ids, first_sessions, load
 from bench.locomo.scoring import scored
 from handlers.context import past_message_line
 from handlers.ports import Embedder
-from handlers.recall import (
-    RERANK_POOL,
-    STOP_WORDS,
-    PastMessage,
-    keyword_candidates,
-    meaning_text,
-    preceding,
-    recalled,
-    reranked,
-)
+from handlers.recall import STOP_WORDS, PastMessage, preceding, recalled
 from memstream.providers.local_embedder import load_local_embedder
-from memstream.sdk.meaning import VectorCache, similarity
+from memstream.sdk.meaning import VectorCache, recalled_by_meaning
 
 Ranking = Callable[[str, Sequence[PastMessage], int], list[PastMessage]]
 
@@ -80,14 +72,12 @@ def _without_before(
 
 
 def reranked_by_meaning(embedder: Embedder) -> Ranking:
-    """The ranking as built (`memstream.sdk.client`'s past messages): the best `RERANK_POOL`
-    keyword matches reranked by their similarity to the query through `embedder`."""
+    """The ranking with `memory.rerank_past_messages` on: the best `RERANK_POOL` keyword
+    matches reranked by their similarity to the query through `embedder`."""
     cache = VectorCache(capacity=100_000)
 
     def ranking(query: str, messages: Sequence[PastMessage], limit: int) -> list[PastMessage]:
-        candidates = keyword_candidates(query, messages, RERANK_POOL)
-        texts = [meaning_text(candidate.message) for candidate in candidates]
-        return reranked(candidates, similarity(embedder, cache, query, texts), limit)
+        return recalled_by_meaning(embedder, cache, query, messages, limit)
 
     return ranking
 
@@ -97,8 +87,8 @@ def rankings(embedder: Embedder) -> dict[str, Ranking]:
     return {
         "keywords": keywords,
         "stop_words": stop_words,
-        "before": recalled,
-        "as_built": reranked_by_meaning(embedder),
+        "as_built": recalled,
+        "meaning": reranked_by_meaning(embedder),
     }
 
 

@@ -26,6 +26,7 @@ Environment variables (they win over the file):
 | MEMSTREAM_CONSOLIDATE_THRESHOLD | memory.reconcile.consolidate_threshold |
 | MEMSTREAM_RECONCILE_QUESTIONS_PER_CALL | memory.reconcile.questions_per_call |
 | MEMSTREAM_RETENTION (`type=seconds,…`) | memory.retention_seconds |
+| MEMSTREAM_RERANK_PAST_MESSAGES (true, false) | memory.rerank_past_messages |
 | MEMSTREAM_EXPIRY_CHECK_INTERVAL | memory.expiry_check_interval_seconds |
 | MEMSTREAM_SEAL_CONTENT (true, false) | memory.seal_content (needs MongoDB for the keys) |
 | MEMSTREAM_MASTER_KEY_FILE | memory.master_key_file (wraps the data keys) |
@@ -127,6 +128,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "MEMSTREAM_CONSOLIDATE_THRESHOLD": ("memory", "reconcile", "consolidate_threshold"),
     "MEMSTREAM_RECONCILE_QUESTIONS_PER_CALL": ("memory", "reconcile", "questions_per_call"),
     "MEMSTREAM_RETENTION": ("memory", "retention_seconds"),
+    "MEMSTREAM_RERANK_PAST_MESSAGES": ("memory", "rerank_past_messages"),
     "MEMSTREAM_EXPIRY_CHECK_INTERVAL": ("memory", "expiry_check_interval_seconds"),
     "MEMSTREAM_SEAL_CONTENT": ("memory", "seal_content"),
     "MEMSTREAM_MASTER_KEY_FILE": ("memory", "master_key_file"),

@@ -29,20 +29,13 @@ from events.turns import SessionFlushRequested, TurnRecorded
 from handlers.context import ContextMemory, context_block
 from handlers.extraction.custom import heading_of
 from handlers.messages import ChatMessage, normalize_messages
-from handlers.recall import (
-    PAST_MESSAGES,
-    RERANK_POOL,
-    PastMessage,
-    keyword_candidates,
-    meaning_text,
-    reranked,
-)
+from handlers.recall import PAST_MESSAGES, PastMessage, recalled
 from handlers.rendering import detect_language
 from handlers.search import SearchMode
 from memstream.sdk.client_base import MemoryNotFound
 from memstream.sdk.corrections import CorrectionCalls
 from memstream.sdk.forgetting import ForgettingCalls
-from memstream.sdk.meaning import similarities
+from memstream.sdk.meaning import recalled_by_meaning
 from memstream.sdk.memory_types import attributes_for
 from memstream.sdk.results import (
     LlmUsage,
@@ -249,8 +242,9 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
     async def _past_messages(
         self, user_id: str, query: str, session_id: str | None, agent_id: str | None, limit: int
     ) -> list[PastMessage]:
-        """`build_context`'s past messages: the user's latest turns outside the session, the
-        best `RERANK_POOL` by keywords reranked by their meaning's similarity to `query`
+        """`build_context`'s past messages: the user's latest turns outside the session, ranked
+        for `query` by keywords, and when `memory.rerank_past_messages` is on the best
+        `RERANK_POOL` of them reranked by their meaning's similarity to `query`
         (`handlers.recall`, `memstream.sdk.meaning`), off the event loop; none when `limit`
         is 0."""
         if limit <= 0:
@@ -261,16 +255,12 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
             agent_id=agent_id,
             scanned=PAST_MESSAGES_SCANNED,
         )
-        candidates = await asyncio.to_thread(keyword_candidates, query, earlier, RERANK_POOL)
-        if not candidates:
-            return []
-        meaning = await similarities(
-            await self._query_embedder(),
-            self._shared.vectors,
-            query,
-            [meaning_text(candidate.message) for candidate in candidates],
+        if not self.settings.memory.rerank_past_messages:
+            return await asyncio.to_thread(recalled, query, earlier, limit)
+        embedder = await self._query_embedder()
+        return await asyncio.to_thread(
+            recalled_by_meaning, embedder, self._shared.vectors, query, earlier, limit
         )
-        return reranked(candidates, meaning, limit)
 
     async def recent_turns(self, user_id: str, session_id: str, *, limit: int = 50) -> list[Turn]:
         """Short-term memory: the session's latest turns, oldest first."""

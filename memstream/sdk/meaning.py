@@ -1,8 +1,9 @@
 """How close in meaning texts are to a query, through the query embedder, with the vectors of
 texts seen recently kept in a bounded cache (docs/architecture.md, "Past messages").
 
-`build_context` reranks the past messages its keywords found by their similarity to the query
-(`handlers.recall.reranked`): one embedding call per query for the query and the candidates not
+`build_context` can rerank the past messages its keywords found by their similarity to the
+query (`recalled_by_meaning`, `handlers.recall.reranked`; `memory.rerank_past_messages`): one
+embedding call per query for the query and the candidates not
 already cached. An agent asks about the same user's history again and again, so most
 candidates' vectors are found in the cache; it holds at most `CACHED_VECTORS` vectors, keyed by
 a digest of the embedding model's name and the text (never the text itself), so its size does
@@ -11,7 +12,6 @@ not grow with the history and a forgotten message's words are not kept in it.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import threading
 from collections import OrderedDict
@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from handlers.ports import Embedder
+from handlers.recall import RERANK_POOL, PastMessage, keyword_candidates, meaning_text, reranked
 
 CACHED_VECTORS = 4_096
 """Vectors kept at most (384 float32 each with the local embedder: 1.5 kB, 6 MB in all)."""
@@ -92,8 +93,17 @@ def similarity(
     return [float(np.dot(vector, query_vector)) for vector in vectors]
 
 
-async def similarities(
-    embedder: Embedder, cache: VectorCache, query: str, texts: Sequence[str]
-) -> list[float]:
-    """`similarity`, off the event loop."""
-    return await asyncio.to_thread(similarity, embedder, cache, query, texts)
+def recalled_by_meaning(
+    embedder: Embedder,
+    cache: VectorCache,
+    query: str,
+    messages: Sequence[PastMessage],
+    limit: int,
+) -> list[PastMessage]:
+    """The at most `limit` of `messages` best for `query`: the best `RERANK_POOL` by keywords
+    reranked by their meaning's similarity to it (`handlers.recall.reranked`)."""
+    if limit <= 0:
+        return []
+    candidates = keyword_candidates(query, messages, RERANK_POOL)
+    texts = [meaning_text(candidate.message) for candidate in candidates]
+    return reranked(candidates, similarity(embedder, cache, query, texts), limit)

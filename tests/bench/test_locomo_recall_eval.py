@@ -43,7 +43,7 @@ def test_the_report_gives_each_ranking_at_each_limit_and_leaves_out_excluded_con
     report = json.loads(out.read_text())
     assert set(report["rankings"]) == {
         f"{name}@{limit}"
-        for name in ("keywords", "stop_words", "before", "as_built")
+        for name in ("keywords", "stop_words", "as_built", "meaning")
         for limit in (2, 6)
     }
     overall = report["rankings"]["as_built@6"]["overall"]

@@ -340,6 +340,11 @@ async def test_the_sdk_refuses_a_turn_over_the_configured_limit() -> None:
         await client.record("u1", "s1", [{"role": "user", "content": "x" * 11}])
 
 
+def test_reranking_past_messages_by_meaning_is_off_unless_the_environment_turns_it_on() -> None:
+    assert load().memory.rerank_past_messages is False
+    assert load(MEMSTREAM_RERANK_PAST_MESSAGES="true").memory.rerank_past_messages is True
+
+
 def test_retention_per_memory_type_is_read_from_the_environment() -> None:
     settings = load(MEMSTREAM_RETENTION="episodic=3600, procedural=60")
     assert settings.memory.retention_seconds == {"episodic": 3600.0, "procedural": 60.0}

@@ -1,18 +1,25 @@
-"""The query embedder's similarities for reranking past messages, and its bounded vector cache."""
+"""Past messages reranked by the query embedder's similarities, and its bounded vector cache."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from memstream.sdk.meaning import VectorCache, cache_key, embedded, similarities
+from handlers.recall import PastMessage, recalled
+from memstream.sdk.meaning import (
+    VectorCache,
+    cache_key,
+    embedded,
+    recalled_by_meaning,
+    similarity,
+)
 
 
 class CountingEmbedder:
-    """Unit vectors along one of three axes chosen by the text's first letter; counts texts."""
+    """A vector with a 1 for each of "apple", "banana", "cherry" the text holds (normalised);
+    counts the texts embedded."""
 
     model_name = "axes"
     dimension = 3
@@ -22,7 +29,10 @@ class CountingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.embedded.extend(texts)
-        return [[float(text[0] == axis) for axis in "abc"] for text in texts]
+        vectors = [
+            [float(fruit in text) for fruit in ("apple", "banana", "cherry")] for text in texts
+        ]
+        return [[x / max(1.0, sum(v) ** 0.5) for x in v] for v in vectors]
 
 
 def test_only_texts_not_cached_are_embedded_each_distinct_text_once() -> None:
@@ -64,8 +74,22 @@ def test_an_embedder_giving_the_wrong_number_of_vectors_is_an_error() -> None:
         embedded(Short(), VectorCache(), ["apple", "banana"])
 
 
-def test_similarities_are_each_texts_cosine_to_the_query() -> None:
+def test_similarity_is_each_texts_cosine_to_the_query() -> None:
     embedder = CountingEmbedder()
-    found = asyncio.run(similarities(embedder, VectorCache(), "about apples", ["apple", "cherry"]))
-    assert found == [1.0, 0.0]
-    assert asyncio.run(similarities(embedder, VectorCache(), "a", [])) == []
+    assert similarity(embedder, VectorCache(), "about apples", ["apple", "cherry"]) == [1.0, 0.0]
+    assert similarity(embedder, VectorCache(), "a", []) == []
+
+
+def test_recalled_by_meaning_reranks_the_keyword_matches_by_their_embedding() -> None:
+    messages = [
+        PastMessage("Kai", "Swimming in the lake, a cherry at the lake."),
+        PastMessage("Kai", "An apple by the lake."),
+        PastMessage("Kai", "Nothing in common."),
+        PastMessage("Kai", "Apple pie."),
+    ]
+    question = "Did I eat an apple while swimming at the lake?"
+    assert recalled(question, messages, 2) == [messages[0], messages[1]]  # keywords alone
+    embedder, cache = CountingEmbedder(), VectorCache()
+    assert recalled_by_meaning(embedder, cache, question, messages, 1) == [messages[1]]
+    assert not any("Nothing" in text for text in embedder.embedded)  # no keyword match
+    assert recalled_by_meaning(embedder, cache, question, messages, 0) == []

@@ -274,6 +274,21 @@ def test_build_context_recalls_an_answer_by_the_question_that_ended_the_snapshot
     assert re.search(r"^- \[\d{1,2} \w+ \d{4}\] User: Lac Blanc, it was freezing\.$", past, re.M)
 
 
+def test_build_context_reranked_by_meaning_still_recalls_an_answer_by_its_question(
+    learned_once: PipelineHarness,
+) -> None:
+    memory = learned_once.settings.memory.model_copy(update={"rerank_past_messages": True})
+    settings = learned_once.settings.model_copy(update={"memory": memory})
+    with SyncMemoryClient(settings) as client:
+        block = eventually(
+            lambda: client.build_context("kai", "What mountain did I climb?", session_id="k2"),
+            lambda shown: "Mont Blanc" in shown,
+            what="kai's answer recalled with the rerank on",
+        )
+    past = past_section(block)
+    assert re.search(r"^- \[\d{1,2} \w+ \d{4}\] User: Mont Blanc, with my sister\.$", past, re.M)
+
+
 def test_events_replay_then_follow_live(learned: PipelineHarness) -> None:
     async def scenario() -> tuple[list[str], list[str]]:
         async with MemoryClient(learned.settings) as client:
