@@ -3,11 +3,12 @@ texts seen recently kept in a bounded cache (docs/architecture.md, "Past message
 
 `build_context` can rerank the past messages its keywords found by their similarity to the
 query (`recalled_by_meaning`, `handlers.recall.reranked`; `memory.rerank_past_messages`): one
-embedding call per query for the query and the candidates not
-already cached. An agent asks about the same user's history again and again, so most
-candidates' vectors are found in the cache; it holds at most `CACHED_VECTORS` vectors, keyed by
-a digest of the embedding model's name and the text (never the text itself), so its size does
-not grow with the history and a forgotten message's words are not kept in it.
+embedding call per query for the query and the candidates not already cached. Questions about
+the same user share some candidates, whose vectors are then found in the cache (on
+`bench.recall_meaning_cost`, 0.39 s a call against 0.57 s with nothing cached). The cache
+holds at most `CACHED_VECTORS` vectors, keyed by a digest of the embedding model's name and
+the text (never the text itself), so its size does not grow with the history and no message's
+words are kept in it.
 """
 
 from __future__ import annotations
