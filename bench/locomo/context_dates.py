@@ -21,7 +21,14 @@ first three by default):
   (as built, it comes last, nearest the question);
 * `reply_to`: a past message said in answer to a question shows that question before it,
   ``- [25 May 2023] (Melanie: Any fun plans for the summer?) Caroline: Researching …``: the
-  recall matches a message by the one before it, but shows the answer alone.
+  recall matches a message by the one before it, but shows the answer alone;
+* `rebuilt`: the context made again by `handlers.context.context_block` within the run's
+  `max_chars`, from the report's memories (5 of each type at most, as `build_context` asks) and
+  the 6 past messages `handlers.recall.recalled` finds in the conversation's sessions the run
+  fed (keywords: with the run's rerank off, the same as `as_built`);
+* `fewer_memories`: the same with 3 memories of each type and 8 past messages, so the past
+  messages get more of the budget. Only the memories the report shows can be offered, so a
+  layout given more room for memories than the run had cannot show more of them.
 
 conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it).
 The JSON holds scores only (LoCoMo's licence forbids redistributing its text).
@@ -37,13 +44,18 @@ import re
 import statistics
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from bench.locomo.answering import CountingChat, Endpoint, answer_messages, first_line
-from bench.locomo.dataset import QA, Sample, load
+from bench.locomo.dataset import QA, Sample, first_sessions, load
 from bench.locomo.harness import local_model
+from bench.locomo.recall_eval import past_messages
 from bench.locomo.scoring import locomo_f1
+from handlers.context import LABELS, ContextMemory, context_block
+from handlers.recall import recalled
+from handlers.rendering import Language
 
 REPORTED = "conv-26"
 _DATED = re.compile(r"^- \[([^\]]+)\] (.*)$")
@@ -51,6 +63,8 @@ _PAST_HEADINGS = ("## From earlier conversations", "## 以往对话摘录")
 _PROFILE_HEADINGS = ("## About the user", "## 关于用户")
 
 Layout = Callable[[Sequence[str]], list[str]]
+Rebuild = Callable[[Sequence[str], str], list[str]]
+"""A layout that also reads the question (to recall past messages for it)."""
 
 
 def as_built(lines: Sequence[str]) -> list[str]:
@@ -141,18 +155,98 @@ def reply_to(questions: Mapping[tuple[str, str], str]) -> Layout:
     return layout
 
 
-def layouts_for(sample: Sample) -> dict[str, Layout]:
-    """Every layout, those that read the data bound to `sample`."""
+_ENGLISH_DAY = re.compile(r"^(\d{1,2}) ([A-Z][a-z]+) (\d{4})$")
+_CHINESE_DAY = re.compile(r"^(\d{4})年(\d{1,2})月(\d{1,2})日$")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")  # fmt: skip
+
+
+def day_of(shown: str) -> date | None:
+    """The date a context line's bracket shows (``4 April 2022``, ``2022年4月4日``), if any."""
+    if english := _ENGLISH_DAY.match(shown):
+        if english[2] in _MONTHS:
+            return date(int(english[3]), _MONTHS.index(english[2]) + 1, int(english[1]))
+        return None
+    if chinese := _CHINESE_DAY.match(shown):
+        return date(int(chinese[1]), int(chinese[2]), int(chinese[3]))
+    return None
+
+
+def memories_shown(lines: Sequence[str]) -> tuple[Language, dict[str, str], list[ContextMemory]]:
+    """What a built context shows of the user: its language (by its labels), the profile's
+    lines (as fields; the name as ``name``) and its memories, each type's in the order shown."""
+    language: Language = "zh" if any(line in LABELS["zh"].values() for line in lines) else "en"
+    types = {label: key for key, label in LABELS[language].items()}
+    profile: dict[str, str] = {}
+    memories: list[ContextMemory] = []
+    section = ""
+    for line in lines:
+        if line.startswith("## "):
+            section = types.get(line, "")
+            continue
+        text = line.removeprefix("- ")
+        if section == "profile":
+            name = re.fullmatch(r"The user's name is (.+)\.|用户名叫(.+)", text)
+            profile["name" if name else f"~{len(profile)}"] = (name[1] or name[2]) if name else text
+        elif section and section not in ("past", "history"):
+            dated = _DATED.match(line)
+            day = day_of(dated[1]) if dated else None
+            shown = dated[2] if dated and day else text
+            memories.append(ContextMemory(section, shown, day))
+    return language, profile, memories
+
+
+def rebuilt(sample: Sample, per_type: int, past: int, max_chars: int) -> Rebuild:
+    """The context made again from its memories (`per_type` of each type at most) and the
+    `past` messages of `sample` recalled for the question, within `max_chars`."""
+    messages = [turned.message for turned in past_messages(sample)]
+
+    def layout(lines: Sequence[str], question: str) -> list[str]:
+        language, profile, memories = memories_shown(lines)
+        kept: list[ContextMemory] = []
+        for memory in memories:
+            if sum(1 for k in kept if k.memory_type == memory.memory_type) < per_type:
+                kept.append(memory)
+        block = context_block(
+            profile=profile,
+            memories=kept,
+            history="",
+            language=language,
+            max_chars=max_chars,
+            past_messages=recalled(question, messages, past),
+        )
+        return [line for line in block.splitlines() if line]
+
+    return layout
+
+
+def _lines_only(layout: Layout) -> Rebuild:
+    return lambda lines, _question: layout(lines)
+
+
+def layouts_for(sample: Sample, max_chars: int = 4_000) -> dict[str, Rebuild]:
+    """Every layout, those that read the data bound to `sample` (its sessions the run fed) and
+    to the run's `max_chars`."""
     return {
-        "as_built": as_built,
-        "said_after": said_after,
-        "said_bracket": said_bracket,
-        "past_first": past_first,
-        "reply_to": reply_to(questions_before(sample)),
+        "as_built": _lines_only(as_built),
+        "said_after": _lines_only(said_after),
+        "said_bracket": _lines_only(said_bracket),
+        "past_first": _lines_only(past_first),
+        "reply_to": _lines_only(reply_to(questions_before(sample))),
+        "rebuilt": rebuilt(sample, 5, 6, max_chars),
+        "fewer_memories": rebuilt(sample, 3, 8, max_chars),
     }
 
 
-LAYOUTS = ("as_built", "said_after", "said_bracket", "past_first", "reply_to")
+LAYOUTS = (
+    "as_built",
+    "said_after",
+    "said_bracket",
+    "past_first",
+    "reply_to",
+    "rebuilt",
+    "fewer_memories",
+)
 
 
 def questions_of(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -188,16 +282,22 @@ async def asked_again(
     layouts: Sequence[str] = LAYOUTS,
 ) -> list[dict[str, Any]]:
     rows = []
-    bound: dict[str, dict[str, Layout]] = {}
+    bound: dict[str, dict[str, Rebuild]] = {}
     for report in reports:
+        fed = {
+            s["sample_id"]: count
+            for s, count in zip(report["samples"], report["sessions_per_conversation"], strict=True)
+        }
         for sample_id, question in questions_of(report):
             sample = samples[sample_id]
             qa: QA = next(q for q in sample.qa if q.question == question["question"])
             row: dict[str, Any] = {"conversation": sample_id, "category": question["category"]}
             if sample_id not in bound:  # what the layouts read of the data: once per conversation
-                bound[sample_id] = layouts_for(sample)
+                max_chars = int(report["options"]["max_chars"])
+                bound[sample_id] = layouts_for(first_sessions(sample, fed[sample_id]), max_chars)
             for name in layouts:
-                context = "\n".join(bound[sample_id][name](question["memstream"]["context"]))
+                lines = question["memstream"]["context"]
+                context = "\n".join(bound[sample_id][name](lines, qa.question))
                 messages = answer_messages(sample.speaker_a, sample.speaker_b, context, qa.question)
                 row[name] = locomo_f1(first_line(await chat.complete(messages)), qa)
             rows.append(row)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
 from bench.locomo.context_dates import (
     as_built,
+    day_of,
+    layouts_for,
     main,
+    memories_shown,
     past_first,
     questions_before,
     questions_of,
@@ -17,6 +20,7 @@ from bench.locomo.context_dates import (
     said_bracket,
 )
 from bench.locomo.dataset import Sample, Session, Turn
+from handlers.context import ContextMemory
 
 CONTEXT = [
     "## About the user",
@@ -105,3 +109,59 @@ def test_a_message_after_the_same_speakers_question_is_no_reply() -> None:
 def test_an_unknown_layout_is_refused() -> None:
     with pytest.raises(SystemExit):
         main(["--data", "synthetic", "--report", "r.json", "--layouts", "as_built,upside_down"])
+
+
+def test_the_shown_memories_are_read_back_with_their_types_days_and_the_profile() -> None:
+    language, profile, memories = memories_shown(CONTEXT)
+    assert language == "en"
+    assert profile == {"name": "Jon"}
+    assert memories == [ContextMemory("semantic", "The user lost his job on 19 January 2023.",
+                                      date(2023, 1, 20))]  # fmt: skip
+
+
+def test_a_chinese_context_is_read_back_with_its_days() -> None:
+    lines = ["## 关于用户", "- 用户名叫小雨", "## 事实", "- [2023年1月20日] 用户丢了工作。"]
+    language, profile, memories = memories_shown(lines)
+    assert (language, profile) == ("zh", {"name": "小雨"})
+    assert memories == [ContextMemory("semantic", "用户丢了工作。", date(2023, 1, 20))]
+
+
+def test_a_bracket_that_is_no_day_stays_in_the_memorys_text() -> None:
+    assert day_of("Monday") is None and day_of("31 Smarch 2023") is None
+    _, _, memories = memories_shown(["## Facts", "- [draft] The user likes tea."])
+    assert memories == [ContextMemory("semantic", "[draft] The user likes tea.", None)]
+
+
+def _jon_and_gina() -> Sample:
+    return _sample(
+        Turn("Gina", "D1:1", "What happened to your job?"),
+        Turn("Jon", "D1:2", "Lost my job as a banker yesterday."),
+        Turn("Jon", "D1:3", "I'm starting a dance studio."),
+        Turn("Gina", "D1:4", "Cool. Good luck!"),
+    )
+
+
+def test_rebuilt_makes_the_context_again_with_past_messages_recalled_for_the_question() -> None:
+    layout = layouts_for(_jon_and_gina(), max_chars=2_400)["rebuilt"]
+    built = layout(CONTEXT[:4], "What is Jon starting, a dance studio?")
+    assert built[:4] == CONTEXT[:4]
+    assert built[4:6] == [
+        "## From earlier conversations",
+        "- [20 January 2023] Jon: I'm starting a dance studio.",
+    ]
+
+
+def test_fewer_memories_keeps_three_of_each_type_and_offers_eight_past_messages() -> None:
+    facts = [f"- [20 January 2023] The user owns {n} cats." for n in range(1, 6)]
+    turns = [Turn("Jon", f"D1:{n}", f"My cat number {n} sleeps all day.") for n in range(1, 11)]
+    layout = layouts_for(_sample(*turns), max_chars=4_000)["fewer_memories"]
+    built = layout(["## Facts", *facts], "Which cat sleeps all day?")
+    assert built[1:4] == facts[:3]
+    assert built[4] == "## From earlier conversations"
+    assert len(built[5:]) == 8
+
+
+def test_rebuilt_keeps_within_the_runs_budget() -> None:
+    facts = [f"- [20 January 2023] The user owns {n} cats and a long fact." for n in range(5)]
+    layout = layouts_for(_jon_and_gina(), max_chars=120)["rebuilt"]
+    assert len("\n\n".join(layout(["## Facts", *facts], "Jon's job?"))) <= 120
