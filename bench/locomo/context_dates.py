@@ -30,7 +30,8 @@ first three by default):
   messages get more of the budget. Only the memories the report shows can be offered, so a
   layout given more room for memories than the run had cannot show more of them.
 
-conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it).
+conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it)
+unless `--measure-reported` says the layouts were chosen on the others already.
 The JSON holds scores only (LoCoMo's licence forbids redistributing its text).
 """
 
@@ -249,11 +250,14 @@ LAYOUTS = (
 )
 
 
-def questions_of(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(conversation, question) of every question the report answered from `build_context`."""
+def questions_of(
+    report: dict[str, Any], *, reported: bool = False
+) -> list[tuple[str, dict[str, Any]]]:
+    """(conversation, question) of every question the report answered from `build_context`;
+    the reported conversation only when `reported` (to measure a layout once it is chosen)."""
     found = []
     for sample in report["samples"]:
-        if sample["sample_id"] == REPORTED:
+        if sample["sample_id"] == REPORTED and not reported:
             raise SystemExit(f"{REPORTED} is the reported conversation: nothing is chosen on it")
         for question in sample["questions"]:
             if "memstream" in question and question["memstream"].get("context"):
@@ -280,6 +284,8 @@ async def asked_again(
     samples: dict[str, Sample],
     reports: Sequence[dict[str, Any]],
     layouts: Sequence[str] = LAYOUTS,
+    *,
+    reported: bool = False,
 ) -> list[dict[str, Any]]:
     rows = []
     bound: dict[str, dict[str, Rebuild]] = {}
@@ -288,7 +294,7 @@ async def asked_again(
             s["sample_id"]: count
             for s, count in zip(report["samples"], report["sessions_per_conversation"], strict=True)
         }
-        for sample_id, question in questions_of(report):
+        for sample_id, question in questions_of(report, reported=reported):
             sample = samples[sample_id]
             qa: QA = next(q for q in sample.qa if q.question == question["question"])
             row: dict[str, Any] = {"conversation": sample_id, "category": question["category"]}
@@ -323,6 +329,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=LAYOUTS[:3],
         help=f"a comma list of {', '.join(LAYOUTS)} (default: the first three)",
     )
+    parser.add_argument(
+        "--measure-reported",
+        action="store_true",
+        help=f"also ask about {REPORTED}: only to measure layouts already chosen on the others",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     reports = [json.loads(path.read_text()) for path in args.report]
@@ -332,7 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         endpoint = Endpoint(env["OPENAI_BASE_URL"], env["MEMSTREAM_LLM_MODEL"], "local")
         chat = CountingChat(endpoint, max_tokens=64)
         try:
-            return await asked_again(chat, samples, reports, args.layouts)
+            return await asked_again(
+                chat, samples, reports, args.layouts, reported=args.measure_reported
+            )
         finally:
             await chat.close()
 

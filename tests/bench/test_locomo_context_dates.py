@@ -165,3 +165,9 @@ def test_rebuilt_keeps_within_the_runs_budget() -> None:
     facts = [f"- [20 January 2023] The user owns {n} cats and a long fact." for n in range(5)]
     layout = layouts_for(_jon_and_gina(), max_chars=120)["rebuilt"]
     assert len("\n\n".join(layout(["## Facts", *facts], "Jon's job?"))) <= 120
+
+
+def test_the_reported_conversation_is_asked_about_only_to_measure() -> None:
+    asked = {"question": "When?", "memstream": {"context": CONTEXT}}
+    report = {"samples": [{"sample_id": "conv-26", "questions": [asked]}]}
+    assert questions_of(report, reported=True) == [("conv-26", asked)]
