@@ -23,9 +23,10 @@ first three by default):
   ``- [25 May 2023] (Melanie: Any fun plans for the summer?) Caroline: Researching …``: the
   recall matches a message by the one before it, but shows the answer alone;
 * `rebuilt`: the context made again by `handlers.context.context_block` within the run's
-  `max_chars`, from the report's memories (5 of each type at most, as `build_context` asks) and
-  the 6 past messages `handlers.recall.recalled` finds in the conversation's sessions the run
-  fed (keywords: with the run's rerank off, the same as `as_built`);
+  `max_chars`, from the report's memories of the built-in types (5 of each at most, as
+  `build_context` asks) and the `PAST_MESSAGES` (6) past messages `handlers.recall.recalled`
+  finds in the conversation's sessions the run fed (keywords: with the run's rerank off, the
+  same as `as_built`);
 * `fewer_memories`: the same with 3 memories of each type and 8 past messages, so the past
   messages get more of the budget. Only the memories the report shows can be offered, so a
   layout given more room for memories than the run had cannot show more of them.
@@ -55,7 +56,7 @@ from bench.locomo.harness import local_model
 from bench.locomo.recall_eval import past_messages
 from bench.locomo.scoring import locomo_f1
 from handlers.context import LABELS, ContextMemory, context_block
-from handlers.recall import recalled
+from handlers.recall import PAST_MESSAGES, recalled
 from handlers.rendering import Language
 
 REPORTED = "conv-26"
@@ -175,7 +176,8 @@ def day_of(shown: str) -> date | None:
 
 def memories_shown(lines: Sequence[str]) -> tuple[Language, dict[str, str], list[ContextMemory]]:
     """What a built context shows of the user: its language (by its labels), the profile's
-    lines (as fields; the name as ``name``) and its memories, each type's in the order shown."""
+    lines (as fields; the name as ``name``) and its memories of the built-in types, each type's
+    in the order shown (a custom type's heading is not known here: its lines are left out)."""
     language: Language = "zh" if any(line in LABELS["zh"].values() for line in lines) else "en"
     types = {label: key for key, label in LABELS[language].items()}
     profile: dict[str, str] = {}
@@ -234,7 +236,7 @@ def layouts_for(sample: Sample, max_chars: int = 4_000) -> dict[str, Rebuild]:
         "said_bracket": _lines_only(said_bracket),
         "past_first": _lines_only(past_first),
         "reply_to": _lines_only(reply_to(questions_before(sample))),
-        "rebuilt": rebuilt(sample, 5, 6, max_chars),
+        "rebuilt": rebuilt(sample, 5, PAST_MESSAGES, max_chars),
         "fewer_memories": rebuilt(sample, 3, 8, max_chars),
     }
 
