@@ -46,7 +46,7 @@ import re
 import statistics
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from bench.locomo.harness import local_model
 from bench.locomo.recall_eval import past_messages
 from bench.locomo.scoring import locomo_f1
 from handlers.context import LABELS, ContextMemory, context_block
+from handlers.extraction.dates import chinese_day, english_day
 from handlers.recall import PAST_MESSAGES, recalled
 from handlers.rendering import Language
 
@@ -157,20 +158,17 @@ def reply_to(questions: Mapping[tuple[str, str], str]) -> Layout:
     return layout
 
 
-_ENGLISH_DAY = re.compile(r"^(\d{1,2}) ([A-Z][a-z]+) (\d{4})$")
-_CHINESE_DAY = re.compile(r"^(\d{4})年(\d{1,2})月(\d{1,2})日$")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")  # fmt: skip
-
-
 def day_of(shown: str) -> date | None:
-    """The date a context line's bracket shows (``4 April 2022``, ``2022年4月4日``), if any."""
-    if english := _ENGLISH_DAY.match(shown):
-        if english[2] in _MONTHS:
-            return date(int(english[3]), _MONTHS.index(english[2]) + 1, int(english[1]))
-        return None
-    if chinese := _CHINESE_DAY.match(shown):
-        return date(int(chinese[1]), int(chinese[2]), int(chinese[3]))
+    """The date a context line's bracket shows, if it is one: what `english_day` or
+    `chinese_day` wrote (``4 April 2022``, ``2022年4月4日``), read back and written again the
+    same."""
+    for pattern, written in (("%d %B %Y", english_day), ("%Y年%m月%d日", chinese_day)):
+        try:
+            day = datetime.strptime(shown, pattern).date()
+        except ValueError:
+            continue
+        if written(day) == shown:
+            return day
     return None
 
 
