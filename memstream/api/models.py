@@ -102,7 +102,7 @@ class BuildContext(_Body):
     query: str = Field(min_length=1, max_length=4000)
     session_id: Identifier | None = None
     max_chars: int = Field(default=4000, ge=200, le=100_000)
-    per_type: int = Field(default=5, ge=1, le=50)
+    per_type: int = Field(default=5, ge=0, le=50)
     agent_id: Identifier | None = None
     past_messages: int = Field(default=PAST_MESSAGES, ge=0, le=50)
 

@@ -54,6 +54,9 @@ def register(commands: Any) -> None:
         default=PAST_MESSAGES,
         help="earlier messages of the user's to show (0: none)",
     )
+    context.add_argument(
+        "--per-type", type=int, default=5, help="memories of each type to show (0: none)"
+    )
     context.set_defaults(run=_context)
 
     history = commands.add_parser("history", help="every version of one memory")
@@ -115,6 +118,7 @@ def _context(args: argparse.Namespace) -> int:
             args.query,
             session_id=args.session,
             max_chars=args.max_chars,
+            per_type=args.per_type,
             past_messages=args.past_messages,
         ),
     )

@@ -205,15 +205,13 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
         past_messages: int = PAST_MESSAGES,
     ) -> str:
         """A prompt-ready block: the user's L0 profile, the memories most relevant to `query`
-        (up to `per_type` of each enabled type), up to `past_messages` of the user's messages
-        from other sessions that match `query` best (0: none; `handlers.recall`), and the
-        session so far — at most `max_chars` characters, its labels in the conversation's
+        (up to `per_type` of each enabled type; 0: none), up to `past_messages` of the user's
+        messages from other sessions that match `query` best (0: none; `handlers.recall`), and
+        the session so far — at most `max_chars` characters, its labels in the conversation's
         language."""
         types = self.settings.memory.extraction.enabled
         found, history, profile, recalled_messages = await asyncio.gather(
-            self.search(
-                user_id, query, types=types, limit=per_type * len(types), agent_id=agent_id
-            ),
+            self._context_memories(user_id, query, types, per_type, agent_id),
             self.session_history(user_id, session_id) if session_id else _no_history(),
             self.profile(user_id),
             self._past_messages(user_id, query, session_id, agent_id, past_messages),
@@ -237,6 +235,22 @@ class MemoryClient(ForgettingCalls, CorrectionCalls):
                 name: heading_of(name, declared)
                 for name, declared in self.settings.memory.custom_types.items()
             },
+        )
+
+    async def _context_memories(
+        self,
+        user_id: str,
+        query: str,
+        types: Sequence[MemoryType],
+        per_type: int,
+        agent_id: str | None,
+    ) -> list[SearchHit]:
+        """`build_context`'s memories: the search's best for `query`, enough for `per_type` of
+        each type; none (no search) when `per_type` is 0."""
+        if per_type <= 0:
+            return []
+        return await self.search(
+            user_id, query, types=types, limit=per_type * len(types), agent_id=agent_id
         )
 
     async def _past_messages(

@@ -54,6 +54,8 @@ def test_every_endpoint_records_and_reads_through_the_running_pipeline(api: Serv
         assert "User: I work at Stripe." in context  # s1's message, recalled from the past
         context = memory.build_context("work?", user_id="acme-tim", past_messages=0)
         assert "## From earlier conversations" not in context
+        context = memory.build_context("where does the user work?", user_id="acme-tim", per_type=0)
+        assert "## Facts" not in context and "User: I work at Stripe." in context
 
         every = list(memory.memories(user_id="acme-tim", page_size=1))  # one page per memory
         assert sorted(m["text"] for m in every) == [

@@ -55,6 +55,11 @@ def test_the_cli_shows_memories_search_results_context_and_history(
     assert "] User: I work at Stripe." in recalled.stdout  # the message, dated
     left_out = memstream(pipeline, "context", "--user", "gus", "work", "--past-messages", "0")
     assert left_out.returncode == 0 and "User: I work" not in left_out.stdout
+    messages_only = memstream(
+        pipeline, "context", "--user", "gus", "where do I work", "--per-type", "0"
+    )
+    assert "] User: I work at Stripe." in messages_only.stdout
+    assert "## Facts" not in messages_only.stdout
 
     history = memstream(pipeline, "history", "--user", "gus", memory["memory_id"])
     assert history.stdout.strip() == expected

@@ -257,6 +257,8 @@ def test_build_context_recalls_the_users_own_earlier_messages_dated_outside_the_
         assert "## From earlier conversations" not in client.build_context(
             "pia", "Where did I move?", past_messages=0
         )
+        messages_only = client.build_context("pia", "Where did I move?", per_type=0)
+        assert "## Facts" not in messages_only and past_section(messages_only) == past
 
 
 def test_build_context_recalls_an_answer_by_the_question_said_just_before_it(
