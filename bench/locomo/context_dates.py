@@ -29,7 +29,12 @@ first three by default):
   same as `as_built`);
 * `fewer_memories`: the same with 3 memories of each type and 8 past messages, so the past
   messages get more of the budget. Only the memories the report shows can be offered, so a
-  layout given more room for memories than the run had cannot show more of them.
+  layout given more room for memories than the run had cannot show more of them;
+* `named`: `rebuilt` with the user's name (from the profile) written where a memory says
+  "the user" (``The user's job`` → ``Jon's job``; "用户" likewise): in a conversation between
+  two named people, is a memory misread as the other's?
+* `past_only`: the profile and up to 20 past messages, no memories: what the memories add
+  over the user's own messages, recalled the same way, within the same budget.
 
 conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it)
 unless `--measure-reported` says the layouts were chosen on the others already.
@@ -197,13 +202,32 @@ def memories_shown(lines: Sequence[str]) -> tuple[Language, dict[str, str], list
     return language, profile, memories
 
 
-def rebuilt(sample: Sample, per_type: int, past: int, max_chars: int) -> Rebuild:
+_USER = re.compile(r"\b[Tt]he user(?P<own>'s?)?(?!\w)|用户")
+
+
+def _naming(name: str) -> Callable[[re.Match[str]], str]:
+    return lambda found: name + ("'s" if found["own"] else "")
+
+
+def rebuilt(
+    sample: Sample,
+    per_type: int,
+    past: int,
+    max_chars: int,
+    *,
+    named: bool = False,
+) -> Rebuild:
     """The context made again from its memories (`per_type` of each type at most) and the
     `past` messages of `sample` recalled for the question, within `max_chars`."""
     messages = [turned.message for turned in past_messages(sample)]
 
     def layout(lines: Sequence[str], question: str) -> list[str]:
         language, profile, memories = memories_shown(lines)
+        if named and "name" in profile:
+            memories = [
+                ContextMemory(m.memory_type, _USER.sub(_naming(profile["name"]), m.text), m.said_on)
+                for m in memories
+            ]
         kept: list[ContextMemory] = []
         for memory in memories:
             if sum(1 for k in kept if k.memory_type == memory.memory_type) < per_type:
@@ -236,6 +260,8 @@ def layouts_for(sample: Sample, max_chars: int = 4_000) -> dict[str, Rebuild]:
         "reply_to": _lines_only(reply_to(questions_before(sample))),
         "rebuilt": rebuilt(sample, 5, PAST_MESSAGES, max_chars),
         "fewer_memories": rebuilt(sample, 3, 8, max_chars),
+        "past_only": rebuilt(sample, 0, 20, max_chars),
+        "named": rebuilt(sample, 5, PAST_MESSAGES, max_chars, named=True),
     }
 
 
@@ -247,6 +273,8 @@ LAYOUTS = (
     "reply_to",
     "rebuilt",
     "fewer_memories",
+    "named",
+    "past_only",
 )
 
 

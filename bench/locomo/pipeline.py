@@ -34,11 +34,15 @@ from handlers.recall import PAST_MESSAGES
 from memstream.config import Settings
 from memstream.sdk.client import MemoryClient
 
-ContextMode = Literal["search", "build_context", "memories_only", "full"]
+ContextMode = Literal["search", "build_context", "memories_only", "past_only", "full"]
 """What the answerer is shown: memstream's search results, its `build_context` block,
 `build_context`'s block without past messages (`memories_only`: the memories alone, to measure
-what the past messages add), or the whole transcript (the full-context baseline, no pipeline
-needed)."""
+what the past messages add), or without memories and with more past messages in the same
+budget (`past_only`: the profile and up to `PAST_ONLY_MESSAGES` of the user's earlier messages,
+to measure what the memories add), or the whole transcript (the full-context baseline, no
+pipeline needed)."""
+PAST_ONLY_MESSAGES = 20
+"""How many past messages `past_only` offers (the budget decides how many are shown)."""
 
 
 def session_messages(sample: Sample, session: Session) -> list[dict[str, str]]:
@@ -188,8 +192,10 @@ async def retrieve(
         user_id,
         question,
         max_chars=max_chars,
-        per_type=max(1, top_k // 4),
-        past_messages=0 if mode == "memories_only" else PAST_MESSAGES,
+        per_type=0 if mode == "past_only" else max(1, top_k // 4),
+        past_messages={"memories_only": 0, "past_only": PAST_ONLY_MESSAGES}.get(
+            mode, PAST_MESSAGES
+        ),
     )
     return block, [line for line in block.splitlines() if line.strip()]
 

@@ -3,7 +3,8 @@ beside the same model answering from the whole transcript.
 
     python -m bench.locomo.run --data /path/to/locomo10.zip --out locomo.json
         [--conversations N | --only conv-26,conv-30] [--sessions N]
-        [--context build_context|memories_only|search (comma list) | full] [--no-full-context]
+        [--context build_context|memories_only|past_only|search (comma list) | full]
+        [--no-full-context]
         [--top-k 20] [--max-chars 4000]
         [--answer-base-url URL --answer-model M --answer-api-key K]
         [--judge-base-url URL --judge-model M --judge-api-key K]
@@ -17,7 +18,8 @@ sessions and only the questions whose evidence lies in them (a CPU run of one co
 first four sessions fits in an hour).
 
 Every question is answered from memstream (`--context`: search results, `build_context`'s block,
-that block without past messages, or several of these as ways from the same memories) and,
+that block without past messages, or without memories, or several of these as ways from the
+same memories) and,
 unless `--no-full-context`, from the whole transcript of the same sessions (the baseline), by
 the same model with the same prompt; `--context full` answers only from the transcript and
 starts no pipeline. The report gives, per category and for each way, F1, J (with
@@ -162,7 +164,7 @@ def _contexts(value: str) -> tuple[str, ...]:
     )
 
 
-MEMSTREAM_CONTEXTS = ("search", "build_context", "memories_only")
+MEMSTREAM_CONTEXTS = ("search", "build_context", "memories_only", "past_only")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_contexts,
         default=("build_context",),
         help="search, build_context, memories_only (build_context without past messages), "
+        "past_only (build_context without memories, 20 past messages offered), "
         "several as a comma list (answered from the same memories, the first is the "
         "headline), or full",
     )

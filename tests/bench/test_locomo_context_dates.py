@@ -171,3 +171,24 @@ def test_the_reported_conversation_is_asked_about_only_to_measure() -> None:
     asked = {"question": "When?", "memstream": {"context": CONTEXT}}
     report = {"samples": [{"sample_id": "conv-26", "questions": [asked]}]}
     assert questions_of(report, reported=True) == [("conv-26", asked)]
+
+
+def test_named_writes_the_users_name_where_a_memory_says_the_user() -> None:
+    facts = [
+        "- [20 January 2023] The user and Gina talked about the user's job.",
+        "- [20 January 2023] The users of the app liked it.",
+    ]
+    layout = layouts_for(_jon_and_gina(), max_chars=2_400)["named"]
+    built = layout([*CONTEXT[:2], "## Facts", *facts], "Who talked about a job?")
+    assert built[3:5] == [
+        "- [20 January 2023] Jon and Gina talked about Jon's job.",
+        "- [20 January 2023] The users of the app liked it.",
+    ]
+
+
+def test_past_only_shows_the_profile_and_past_messages_without_memories() -> None:
+    layout = layouts_for(_jon_and_gina(), max_chars=2_400)["past_only"]
+    built = layout(CONTEXT[:4], "What is Jon starting, a dance studio?")
+    assert built[:2] == CONTEXT[:2]
+    assert "## Facts" not in built
+    assert built[2] == "## From earlier conversations"

@@ -15,7 +15,9 @@ from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, load
 from bench.locomo.evaluate import Options, evaluate, public_report
 from bench.locomo.harness import pipeline_on
+from bench.locomo.pipeline import PAST_ONLY_MESSAGES, ContextMode, retrieve
 from bench.locomo.scripted import script
+from handlers.recall import PAST_MESSAGES
 from memstream.config import load_settings
 from tests.support.brokers import only_on_the_first_broker
 from tests.support.scripted_llm import ScriptedLLM
@@ -129,3 +131,30 @@ def test_full_context_only_needs_no_pipeline() -> None:
     assert "memories" not in sample
     # Every gold answer of the synthetic sample is in its transcript, so the script answers it.
     assert all(q["full_context"]["gold_in_context"] == 1.0 for q in sample["questions"])
+
+
+class _ContextRecorder:
+    """A client whose `build_context` records what it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    async def build_context(self, user_id: str, query: str, **options: Any) -> str:
+        self.asked.append(options)
+        return "## About the user\n- The user's name is Jon."
+
+
+@pytest.mark.parametrize(
+    ("mode", "per_type", "past"),
+    [
+        ("build_context", 5, PAST_MESSAGES),
+        ("memories_only", 5, 0),
+        ("past_only", 0, PAST_ONLY_MESSAGES),
+    ],
+)
+def test_each_way_asks_build_context_for_its_memories_and_past_messages(
+    mode: ContextMode, per_type: int, past: int
+) -> None:
+    client = _ContextRecorder()
+    asyncio.run(retrieve(client, "jon", "Job?", mode=mode, top_k=20, max_chars=2_400))  # type: ignore[arg-type]
+    assert client.asked == [{"max_chars": 2_400, "per_type": per_type, "past_messages": past}]
