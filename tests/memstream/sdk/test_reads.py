@@ -257,8 +257,18 @@ def test_build_context_recalls_the_users_own_earlier_messages_dated_outside_the_
         assert "## From earlier conversations" not in client.build_context(
             "pia", "Where did I move?", past_messages=0
         )
-        messages_only = client.build_context("pia", "Where did I move?", per_type=0)
-        assert "## Facts" not in messages_only and past_section(messages_only) == past
+
+
+def test_build_context_without_memories_shows_the_same_past_messages_and_no_facts(
+    learned_once: PipelineHarness,
+) -> None:
+    with SyncMemoryClient(learned_once.settings) as client:
+        full = client.build_context("pia", "Where did I move?", session_id="s1")
+        messages_only = client.build_context(
+            "pia", "Where did I move?", session_id="s1", per_type=0
+        )
+        assert "## Facts" in full and "## Facts" not in messages_only
+        assert past_section(messages_only) == past_section(full)
 
 
 def test_build_context_recalls_an_answer_by_the_question_said_just_before_it(
