@@ -33,8 +33,9 @@ first three by default):
 * `named`: `rebuilt` with the user's name (from the profile) written where a memory says
   "the user" (``The user's job`` → ``Jon's job``; "用户" likewise): in a conversation between
   two named people, is a memory misread as the other's?
-* `past_only`: the profile and up to 20 past messages, no memories: what the memories add
-  over the user's own messages, recalled the same way, within the same budget.
+* `past_only`: the profile and up to `PAST_ONLY_MESSAGES` (20) past messages, no memories, as
+  the runner's `past_only` way asks: what the memories add over the user's own messages,
+  recalled the same way, within the same budget.
 
 conv-26 is refused (it is the conversation the LoCoMo figures report: nothing is chosen on it)
 unless `--measure-reported` says the layouts were chosen on the others already.
@@ -58,6 +59,7 @@ from typing import Any
 from bench.locomo.answering import CountingChat, Endpoint, answer_messages, first_line
 from bench.locomo.dataset import QA, Sample, first_sessions, load
 from bench.locomo.harness import local_model
+from bench.locomo.pipeline import PAST_ONLY_MESSAGES
 from bench.locomo.recall_eval import past_messages
 from bench.locomo.scoring import locomo_f1
 from handlers.context import LABELS, ContextMemory, context_block
@@ -260,7 +262,7 @@ def layouts_for(sample: Sample, max_chars: int = 4_000) -> dict[str, Rebuild]:
         "reply_to": _lines_only(reply_to(questions_before(sample))),
         "rebuilt": rebuilt(sample, 5, PAST_MESSAGES, max_chars),
         "fewer_memories": rebuilt(sample, 3, 8, max_chars),
-        "past_only": rebuilt(sample, 0, 20, max_chars),
+        "past_only": rebuilt(sample, 0, PAST_ONLY_MESSAGES, max_chars),
         "named": rebuilt(sample, 5, PAST_MESSAGES, max_chars, named=True),
     }
 
