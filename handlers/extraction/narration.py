@@ -2,20 +2,21 @@
 
 Small models write the conversation's exchanges as memories: "John told the user that books
 can inspire us.", "John congratulated the user on the new job! He asked how it happened.",
-"The user thanked John for the encouragement." None of them says what is true of anyone
-beyond the exchange itself, and the fact an exchange carries ("the user writes about fantasy
-novels") is extracted as a fact of its own. In a context window they take the room of what a
-question asks about (docs/architecture.md, "Speakers").
+"The user thanked John for the encouragement.", "The user expressed gratitude to John for
+offering to help." None of them says what is true of anyone beyond the exchange itself, and
+the fact an exchange carries ("the user writes about fantasy novels") is extracted as a fact
+of its own. In a context window they take the room of what a question asks about
+(docs/architecture.md, "Speakers").
 
 A sentence narrates when it opens with someone in the conversation — "the user", "the
 assistant", a speaker's name, or a pronoun standing for one — followed by a verb of talking
-to someone or a social courtesy: said, replied, greeted …; asked, thanked, congratulated,
-praised, encouraged, wished, reassured … someone in the conversation (or asked about / what …);
-told someone in the conversation that / how / what … ("用户问", "约翰感谢用户", "她祝贺用户" in
-Chinese). "asked her boss for a raise" is not an exchange of the conversation, and verbs that
-carry an event or a thing ("shared his surfing story", "discussed the fan project", "told the
-user about her trip") do not narrate: "told … about" is left out on purpose, since what it is
-about is often the event worth keeping.
+to someone or a social courtesy: said, replied, greeted, expressed gratitude …; asked,
+thanked, congratulated, praised, encouraged, wished, reassured … someone in the conversation
+(or asked about / what …); told someone in the conversation that / how / what … ("用户问",
+"约翰感谢用户", "她祝贺用户" in Chinese). "asked her boss for a raise" is not an exchange of
+the conversation, and verbs that carry an event or a thing ("shared his surfing story",
+"discussed the fan project", "told the user about her trip") do not narrate: "told … about"
+is left out on purpose, since what it is about is often the event worth keeping.
 
 A fact or an episode is dropped only when every one of its sentences narrates (`only_narration`):
 a later sentence may still say what is true or what happened ("The user asked John about his
@@ -31,6 +32,8 @@ _SAYING = (
     r"(says?|said|saying|greets?|greeted|greeting|answers?|answered|answering|"
     r"repl(y|ies|ied)|replying|respond(s|ed)?|responding|(agree[sd]?|agreeing) with|"
     r"wants to know|wanted to know|provides tips|understands|"
+    r"(express(es|ed)?|show(s|ed)?|convey(s|ed)?) (his |her |their |its )?"
+    r"(gratitude|thanks|appreciation)|"
     r"(learn(s|ed|t)?|found out|finds out|was told|got told) (how|that|about|what|why))\b"
 )
 """Verbs that tell what was said whoever it was said to."""

@@ -15,6 +15,9 @@ NAMES = ["John", "Tim", "张伟", "李娜"]
         "John told the user that books can really inspire us.",
         "John congratulated the user on the new job!",
         "The user thanked John for the encouragement.",
+        "The user expressed gratitude to John for offering to help.",
+        "John expressed his thanks for the tips.",
+        "She showed her appreciation for the support.",
         "He asked how it happened.",
         "Tim was encouraged by John.",  # "was" + a courtesy: still the exchange itself
         "The assistant replied with a greeting.",
@@ -41,6 +44,7 @@ def test_a_sentence_about_what_a_participant_said_narrates(sentence: str) -> Non
         "John works at a bank.",
         "The user asked her boss for a raise in May.",  # someone outside the conversation
         "Maria thanked the nurses.",  # Maria is not a participant
+        "Maria expressed gratitude to the nurses.",  # Maria is not a participant
         "张伟在上海工作。",
     ],
 )
