@@ -9,18 +9,22 @@ or a direct save through the SDK — against the *current* memories of the same 
      ("The user likes coffee" and "John likes coffee" stay two memories) — whose vector comes
      from the same embedding model (vectors of different models are never compared), ranked by
      cosine similarity to the new memory;
+   - **decide by wording, without an LLM call**, when the new memory's words open a candidate
+     (REINFORCE it) or a candidate's words open the new memory, which says more (UPDATE it)
+     (`handlers.restatement`; not for taxonomic terms);
    - **REINFORCE without an LLM call** when the best candidate is at least `reinforce` similar
      (a near-duplicate restates it);
    - **ask the LLM** when candidates are at least `ask` similar (the ambiguous middle band);
    - **ADD** otherwise.
 2. **Ask in waves**: the new memories of a source that cannot change each other's plan — not
-   similar enough to be each other's candidate, no candidate in common — are planned against
-   the same known memories and their ambiguous ones asked together (the `ask` port gets every
-   question of a wave at once, so a snapshot costs one call per type, not one per memory); a
-   memory entangled with an earlier one of its source waits for the next wave and is planned
-   against the memories as that one left them. The decisions are the ones asking one memory at
-   a time in the source's order would give: a chain said in one snapshot ("lived in Lisbon,
-   then moved to Porto") UPDATEs step by step, and a source without such chains asks once.
+   similar enough to be each other's candidate nor opening each other's words, no candidate in
+   common — are planned against the same known memories and their ambiguous ones asked
+   together (the `ask` port gets every question of a wave at once, so a snapshot costs one
+   call per type, not one per memory); a memory entangled with an earlier one of its source
+   waits for the next wave and is planned against the memories as that one left them. The
+   decisions are the ones asking one memory at a time in the source's order would give: a
+   chain said in one snapshot ("lived in Lisbon, then moved to Porto") UPDATEs step by step,
+   and a source without such chains asks once.
    An answer may be ADD, or UPDATE / REINFORCE naming one of the candidates it was shown;
    anything else is an ADD, with the reason noted. A new memory that an earlier one of the
    same source already says (the same id) is a REINFORCE of it.
@@ -51,6 +55,7 @@ from events.memories import (
     Provenance,
     derived_id,
 )
+from handlers.restatement import extends, restates
 from handlers.vectors import cosine
 
 Action = Literal["ADD", "UPDATE", "REINFORCE"]
@@ -282,16 +287,22 @@ def _entangled(
 ) -> bool:
     """Whether deciding one of two new memories of a source can change the other's plan: they
     share a candidate (an UPDATE of it changes what the other is compared with), or each could
-    be the other's candidate once decided (same subject and at least `ask` similar; any two
-    terms of the same name, whose REINFORCE merges aliases that decide what is the same
-    subject)."""
+    be the other's candidate once decided (same subject and at least `ask` similar, or one's
+    words opening the other's; any two terms of the same name, whose REINFORCE merges aliases
+    that decide what is the same subject)."""
     (new, plan), (new_other, plan_other) = one, other
     if plan.touched & plan_other.touched:
         return True
     if not same_subject(memory_type, new.content, new_other.content):
         return False
+    text, other_text = new.content.text, new_other.content.text
     return (
-        memory_type == "taxonomic" or cosine(new.embedding, new_other.embedding) >= thresholds.ask
+        memory_type == "taxonomic"
+        or cosine(new.embedding, new_other.embedding) >= thresholds.ask
+        or restates(text, other_text)
+        or restates(other_text, text)
+        or extends(text, other_text)
+        or extends(other_text, text)
     )
 
 
@@ -319,12 +330,33 @@ def _plan(
     embedding_model: str,
 ) -> _Plan:
     ranked = options_for(memory_type, new, known, embedding_model=embedding_model)
+    worded = _by_wording(memory_type, new, ranked)
+    if worded is not None:
+        return _Plan(worded)
     if ranked and ranked[0].similarity >= thresholds.reinforce:
         return _Plan(("REINFORCE", ranked[0], "near-duplicate"))
     band = [o for o in ranked if o.similarity >= thresholds.ask][: thresholds.max_options]
     if band:
         return _Plan(("ADD", None, "asked"), tuple(band))
     return _Plan(("ADD", None, "nothing similar about this subject"))
+
+
+def _by_wording(
+    memory_type: MemoryType, new: NewMemory, ranked: Sequence[Option]
+) -> tuple[Action, Option, str] | None:
+    """A decision by wording alone (`handlers.restatement`), whatever the similarity: REINFORCE
+    the most similar candidate the new memory restates, else UPDATE the most similar one it
+    extends. Taxonomic terms are left to the other rules (their REINFORCE merges aliases)."""
+    if memory_type == "taxonomic":
+        return None
+    text = new.content.text
+    for option in ranked:
+        if restates(text, option.memory.content.text):
+            return "REINFORCE", option, "its words open a known memory"
+    for option in ranked:
+        if extends(text, option.memory.content.text):
+            return "UPDATE", option, "it opens with a known memory's words and says more"
+    return None
 
 
 def _restating(

@@ -179,6 +179,39 @@ def test_below_the_band_a_memory_is_added_without_asking() -> None:
     assert result.asked == 0
 
 
+def test_a_memory_whose_words_open_a_known_one_is_reinforced_without_asking() -> None:
+    sams = known("Sam is a friend of Evan's who is also a teacher.", subject="Sam")
+    result = run([new("Sam is a friend of Evan's.", subject="Sam", similarity=0.85)], [sams])
+    (event,) = result.events
+    assert isinstance(event, MemoryReinforced) and event.memory_id == sams.memory_id
+    assert result.asked == 0
+
+
+def test_a_memory_opening_with_a_known_ones_words_updates_it_without_asking_below_the_band() -> (
+    None
+):
+    sams = known("Sam is a friend of Evan's.", subject="Sam")
+    longer = "Sam is a friend of Evan's who is also a teacher."
+    result = run([new(longer, subject="Sam", similarity=0.5)], [sams])
+    (event,) = result.events
+    assert isinstance(event, MemoryUpdated) and event.memory_id == sams.memory_id
+    assert event.content.text == longer
+    assert result.asked == 0
+
+
+def test_a_memory_extending_an_earlier_one_of_its_source_updates_it_in_the_next_wave() -> None:
+    result = run(
+        [
+            new("The user has two cats.", similarity=1.0),
+            new("The user has two cats and a dog.", similarity=0.3, side=-1),
+        ],
+        [],
+    )
+    first, second = result.events
+    assert isinstance(first, MemoryAdded) and isinstance(second, MemoryUpdated)
+    assert second.memory_id == first.memory_id and second.version == 2
+
+
 def test_a_memory_about_another_subject_is_never_touched() -> None:
     """'The user likes coffee' and 'John likes coffee' stay two memories, however similar."""
     johns = known("John likes coffee.", subject="John")
@@ -196,7 +229,7 @@ def test_vectors_of_another_embedding_model_are_never_compared() -> None:
 
 def test_a_fact_restated_twice_in_one_batch_is_added_once_and_reinforced_once() -> None:
     result = run(
-        [new("The user is vegan."), new("The user is vegan, strictly.", similarity=0.99)], []
+        [new("The user is vegan."), new("The user is strictly vegan.", similarity=0.99)], []
     )
     first, second = result.events
     assert isinstance(first, MemoryAdded) and isinstance(second, MemoryReinforced)
@@ -206,7 +239,8 @@ def test_a_fact_restated_twice_in_one_batch_is_added_once_and_reinforced_once() 
 def test_the_same_memory_twice_in_one_source_reinforces_instead_of_colliding() -> None:
     lenient = Thresholds(reinforce=1.0, ask=1.0)
     result = run(
-        [new("The user is vegan."), new("The user is vegan.", similarity=0.999999)],
+        # three words: fewer than the wording rule decides on (handlers.restatement.MIN_WORDS)
+        [new("Vegan since 2019."), new("Vegan since 2019.", similarity=0.999999)],
         [],
         thresholds=lenient,
     )
