@@ -54,6 +54,7 @@ from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.dates import dated_turns, dates_in, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.names import invented_names
 from handlers.extraction.narration import only_narration
 from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
@@ -190,6 +191,8 @@ def _memory_from(
     messages = [m.content for m in transcript.messages]
     if not rests_on(without_dates(summary), messages, names=transcript.names):
         return None  # not about this conversation: an invented or copied example episode
+    if invented_names(without_dates(summary), messages, names=transcript.names):
+        return None  # a place or a person no one in the conversation named
     summary = _the_user_for_their_name(summary, transcript)
     outcome = ground_relative_times(one_line(draft.outcome or ""), turns).text
     outcome = _the_user_for_their_name(outcome, transcript)

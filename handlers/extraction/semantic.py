@@ -28,6 +28,7 @@ from handlers.extraction.base import InvalidExtraction
 from handlers.extraction.dates import dated_turns, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, support, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.names import invented_names
 from handlers.extraction.narration import only_narration
 from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
@@ -161,6 +162,8 @@ def _memory_from(
     if _without_content(statement) or _only_a_name(statement, transcript):
         return None  # "The user shared a photo.", "Melanie is Melanie.": nothing to remember
     statement = ground_relative_times(statement, turns).text
+    if _invents_a_name(statement, transcript):
+        return None  # "The user moved to France" when no one said France
     attribution = _attribution(draft.subject, statement, transcript, index)
     if not _grounded(attribution, without_dates(statement), transcript):
         return None
@@ -294,6 +297,11 @@ def _narrates_the_conversation(statement: str, names: list[str]) -> bool:
         or _ABOUT_THE_CONVERSATION.match(statement) is not None
         or _NOT_A_LASTING_FACT.match(statement) is not None
     )
+
+
+def _invents_a_name(statement: str, transcript: Transcript) -> bool:
+    said = [m.content for m in transcript.messages]
+    return bool(invented_names(without_dates(statement), said, names=transcript.names))
 
 
 def _grounded(attribution: Attribution, statement: str, transcript: Transcript) -> bool:

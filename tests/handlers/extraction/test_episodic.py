@@ -198,6 +198,12 @@ def test_a_summary_that_only_tells_what_was_said_is_dropped() -> None:
     assert parse(answer(narration, kept)) == parse(answer(kept))
 
 
+def test_a_summary_naming_a_place_no_one_in_the_conversation_named_is_dropped() -> None:
+    invented = episode(PORTO.replace("Porto", "Lisbon"), title="Lisbon")
+    kept = episode(PORTO, title="Porto")
+    assert parse(answer(invented, kept)) == parse(answer(kept))
+
+
 def test_a_summary_that_also_says_what_happened_is_kept() -> None:
     told = "John asked the user about the trip. John will book the hotel near Ribeira."
     (memory,) = parse(answer(episode(told, title="Porto")))

@@ -708,6 +708,15 @@ def test_a_statement_without_content_is_dropped(statement: str) -> None:
     assert parse(answer(fact(statement, subject="John"))) == []
 
 
+def test_a_fact_naming_a_place_no_one_in_the_conversation_named_is_dropped() -> None:
+    snap = chat(("user", "I moved here from my home country."), ("assistant", "Oh, welcome!"))
+    said = answer(
+        fact("The user moved here from France."),
+        fact("The user moved here from their home country."),
+    )
+    assert [m.text for m in parse(said, snap)] == ["The user moved here from their home country."]
+
+
 def test_a_statement_that_only_names_someone_the_conversation_names_is_dropped() -> None:
     snap = snapshot(
         turns=[

@@ -1,0 +1,62 @@
+"""Invented names: a proper name in a memory that nobody in the conversation used.
+
+Small models fill a gap with a plausible name: "The user moved to France in 2019." from "I've
+known these friends for 4 years, since I moved from my home country" (the home country, said
+elsewhere, was Sweden); "Jolene is a woman who lives in Paris, France." from "I bought it a
+year ago in Paris." A memory like that is worse than none: the answer it gives is confidently
+wrong (docs/architecture.md, "Speakers").
+
+A name here is a capitalised word of an English statement that does not open a sentence,
+three letters or more, not a month or a weekday (the extractor is told the conversation's date,
+and relative times are written as dates), nor "User" or "Assistant". It is invented when
+neither the conversation's messages nor its speakers' names contain it, case aside (a
+possessive "'s" left off).
+Statements in Chinese, and statements about a conversation in another script (an English
+memory of a Chinese chat, which small models write as a translation), are not judged: their
+names cannot be matched across scripts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_APOSTROPHES = "'\u2019"
+_NAME = re.compile(
+    rf"(?<![.!?]\s)(?<!^)(?<![\w{_APOSTROPHES}-])([A-Z][A-Za-z{_APOSTROPHES}+-]{{2,}})"
+)
+"""A capitalised word, not the statement's first nor the first after a full stop."""
+
+_CALENDAR = frozenset(
+    {
+        *("january", "february", "march", "april", "may", "june", "july", "august"),
+        *("september", "october", "november", "december", "monday", "tuesday", "wednesday"),
+        *("thursday", "friday", "saturday", "sunday"),
+    }
+)
+_PARTIES = frozenset({"user", "assistant"})
+"""How memories name the participants ("Assistant suggests …"), whatever the messages say."""
+_LATIN = re.compile(r"[A-Za-z]")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_POSSESSIVE = re.compile(rf"[{_APOSTROPHES}]s?$")
+
+
+def invented_names(
+    statement: str, messages: Iterable[str], *, names: Iterable[str] = ()
+) -> list[str]:
+    """The names in `statement` that none of `messages` and `names` (the speakers') contains
+    (module doc); empty when the statement or the messages are not mostly in Latin letters."""
+    said = " ".join(messages)
+    if not _mostly_latin(statement) or not _mostly_latin(said):
+        return []
+    said = " ".join([said, *names]).casefold()
+    invented = []
+    for word in _NAME.findall(statement.strip()):
+        name = _POSSESSIVE.sub("", word).casefold()
+        if len(name) >= 3 and name not in _CALENDAR | _PARTIES and name not in said:
+            invented.append(word)
+    return invented
+
+
+def _mostly_latin(text: str) -> bool:
+    return len(_LATIN.findall(text)) > len(_CJK.findall(text))

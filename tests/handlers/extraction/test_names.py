@@ -1,0 +1,44 @@
+"""Invented names: a proper name in a memory that no one in the conversation used."""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers.extraction.names import invented_names
+
+SAID = [
+    "I've known these friends for 4 years, since I moved from my home country.",
+    "This necklace is a gift from my grandma in my home country, Sweden.",
+    "We went to the LGBTQ+ pride parade last week!",
+]
+
+
+def test_a_place_no_one_named_is_invented() -> None:
+    assert invented_names("The user moved to France in 2019.", SAID) == ["France"]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "The user moved from Sweden four years ago.",
+        "The user's grandma in Sweden's north gave her a necklace.",  # possessive
+        "The user went to the LGBTQ+ pride parade.",
+        "The user went to a parade on Friday, 23 June 2023.",  # the calendar
+        "France is where the user's friends are from.",  # a sentence's first word
+        "The user and Melanie went to a parade.",  # a speaker's name
+        "The user asked for a gift idea, and Assistant suggested a necklace.",
+    ],
+)
+def test_names_the_conversation_used_are_not_invented(statement: str) -> None:
+    assert invented_names(statement, SAID, names=["Caroline", "Melanie"]) == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "said"),
+    [
+        ("用户搬到了上海。", ["我搬家了。"]),
+        ("The user moved to Shanghai.", ["我搬到上海了。"]),  # a translation: not judged
+    ],
+)
+def test_chinese_and_translated_statements_are_not_judged(statement: str, said: list[str]) -> None:
+    assert invented_names(statement, said) == []
