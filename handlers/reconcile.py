@@ -55,7 +55,7 @@ from events.memories import (
     Provenance,
     derived_id,
 )
-from handlers.restatement import extends, restates
+from handlers.restatement import extends, one_opens_the_other, restates
 from handlers.vectors import cosine
 
 Action = Literal["ADD", "UPDATE", "REINFORCE"]
@@ -295,14 +295,10 @@ def _entangled(
         return True
     if not same_subject(memory_type, new.content, new_other.content):
         return False
-    text, other_text = new.content.text, new_other.content.text
     return (
         memory_type == "taxonomic"
         or cosine(new.embedding, new_other.embedding) >= thresholds.ask
-        or restates(text, other_text)
-        or restates(other_text, text)
-        or extends(text, other_text)
-        or extends(other_text, text)
+        or one_opens_the_other(new.content.text, new_other.content.text)
     )
 
 

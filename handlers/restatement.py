@@ -59,3 +59,11 @@ def extends(new: str, known: str) -> bool:
     return (
         len(opening) >= MIN_WORDS and len(whole) > len(opening) and whole[: len(opening)] == opening
     )
+
+
+def one_opens_the_other(one: str, other: str) -> bool:
+    """Whether either text's words are the opening of the other's (or all of it): the two may
+    become each other's restatement or extension once one of them is decided."""
+    first, second = words(one), words(other)
+    shorter, longer = sorted((first, second), key=len)
+    return len(shorter) >= MIN_WORDS and longer[: len(shorter)] == shorter

@@ -10,10 +10,9 @@ A name here is a capitalised word of an English statement that does not open a s
 three letters or more, not a month or a weekday (the extractor is told the conversation's date,
 and relative times are written as dates), nor "User" or "Assistant". It is invented when
 neither the conversation's messages nor its speakers' names contain it, case aside (a
-possessive "'s" left off).
-Statements in Chinese, and statements about a conversation in another script (an English
-memory of a Chinese chat, which small models write as a translation), are not judged: their
-names cannot be matched across scripts.
+possessive "'s" left off). Statements in Chinese, and statements about a conversation in
+another script (an English memory of a Chinese chat, which small models write as a
+translation), are not judged: their names cannot be matched across scripts.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from handlers.restatement import extends, restates, words
+from handlers.restatement import extends, one_opens_the_other, restates, words
 
 
 def test_words_are_compared_case_and_punctuation_aside_and_chinese_by_character() -> None:
@@ -72,3 +72,11 @@ def test_memories_that_differ_in_their_opening_or_share_too_few_words_are_neithe
 def test_the_same_words_restate_but_do_not_extend() -> None:
     assert restates("The user likes tea.", "The user likes tea!")
     assert not extends("The user likes tea.", "The user likes tea!")
+
+
+def test_one_opens_the_other_either_way_even_when_the_rest_turns_it_around() -> None:
+    short, long = "The user is vegetarian.", "The user is vegetarian no longer."
+    assert one_opens_the_other(short, long) and one_opens_the_other(long, short)
+    assert one_opens_the_other("The user likes tea.", "the user likes tea!")
+    assert not one_opens_the_other("The user has two cats.", "The user has three cats.")
+    assert not one_opens_the_other("John plays drums", "John plays drums in a band.")
