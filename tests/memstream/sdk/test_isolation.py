@@ -224,8 +224,12 @@ def _reconcile_every_user(
                 return [None] * len(questions)
 
             first, second = rng.sample(WORDS[:3], 2)
-            texts = [f"The user likes {first}.", f"The user likes {first} and {second}."]
-            # a near-duplicate (REINFORCE by rule) and a similar one (shown to the LLM)
+            texts = [
+                f"The user likes {first}.",
+                f"Both {first} and {second} are what the user likes.",
+            ]
+            # a near-duplicate (REINFORCE by rule) and a similar one (shown to the LLM); the second
+            # opens with none of the known sentences' words, or wording would decide it
             news = [NewMemory(f.content(text=t), tuple(embedder.embed([t])[0])) for t in texts]
             stored = read_model.current_memories(user, "semantic")
             assert {m.user_id for m in stored} == {user}
