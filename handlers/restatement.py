@@ -48,22 +48,22 @@ def restates(new: str, known: str) -> bool:
     """Whether `new` says nothing `known` does not: its words open `known` (or are all of it),
     and what `known` adds after them does not turn them around."""
     opening, whole = words(new), words(known)
-    if len(opening) < MIN_WORDS or whole[: len(opening)] != opening:
-        return False
-    return not _TURNING.intersection(whole[len(opening) :])
+    return _opens(opening, whole) and not _TURNING.intersection(whole[len(opening) :])
 
 
 def extends(new: str, known: str) -> bool:
     """Whether `new` opens with all of `known`'s words and says more."""
     opening, whole = words(known), words(new)
-    return (
-        len(opening) >= MIN_WORDS and len(whole) > len(opening) and whole[: len(opening)] == opening
-    )
+    return _opens(opening, whole) and len(whole) > len(opening)
 
 
 def one_opens_the_other(one: str, other: str) -> bool:
     """Whether either text's words are the opening of the other's (or all of it): the two may
     become each other's restatement or extension once one of them is decided."""
-    first, second = words(one), words(other)
-    shorter, longer = sorted((first, second), key=len)
-    return len(shorter) >= MIN_WORDS and longer[: len(shorter)] == shorter
+    shorter, longer = sorted((words(one), words(other)), key=len)
+    return _opens(shorter, longer)
+
+
+def _opens(opening: list[str], whole: list[str]) -> bool:
+    """Whether `opening`, at least `MIN_WORDS` words, is the start of `whole` (or all of it)."""
+    return len(opening) >= MIN_WORDS and whole[: len(opening)] == opening

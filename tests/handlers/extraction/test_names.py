@@ -29,7 +29,9 @@ def test_a_place_no_one_named_is_invented() -> None:
         "The user asked for a gift idea, and Assistant suggested a necklace.",
     ],
 )
-def test_names_the_conversation_used_are_not_invented(statement: str) -> None:
+def test_names_the_conversation_used_and_words_not_taken_for_names_are_not_invented(
+    statement: str,
+) -> None:
     assert invented_names(statement, SAID, names=["Caroline", "Melanie"]) == []
 
 
