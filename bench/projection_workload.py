@@ -30,15 +30,8 @@ from events.snapshots import SnapshotExtracted, SnapshotPromoted, SnapshotTurn, 
 from events.turns import TurnRecorded
 from handlers.extraction.base import ExtractionOutcome
 from handlers.extraction.results import extraction_record, snapshot_source
-from handlers.reconcile import (
-    Answer,
-    KnownMemory,
-    NewMemory,
-    Question,
-    Thresholds,
-    evolve,
-    reconcile,
-)
+from handlers.known_memory import KnownMemory, evolve
+from handlers.reconcile import Answer, NewMemory, Question, Thresholds, reconcile
 
 DIMENSIONS = 384
 EMBEDDING_MODEL = "bench-embedding"

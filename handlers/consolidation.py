@@ -45,7 +45,7 @@ from events.memories import (
     Provenance,
     derived_id,
 )
-from handlers.reconcile import KnownMemory
+from handlers.known_memory import KnownMemory
 from handlers.vectors import cosine
 
 MAX_CLUSTER_SIZE = 8

@@ -25,8 +25,8 @@ from handlers.extraction.base import (
     refuse_oversized,
 )
 from handlers.extraction.json_answer import load_object
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatAnswer, ChatModel
-from handlers.reconcile import KnownMemory
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from events.forgetting import MemoryExpired
 from events.memories import MemoryAdded, MemoryEvent, MemoryType, MemoryUpdated, derived_id
-from handlers.reconcile import KnownMemoryFacts
+from handlers.known_memory import KnownMemoryFacts
 
 
 def with_expiry(

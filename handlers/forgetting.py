@@ -28,7 +28,7 @@ from events.forgetting import (
 )
 from events.memories import MemoryType, derived_id
 from events.snapshots import SnapshotPromoted
-from handlers.reconcile import KnownMemoryFacts
+from handlers.known_memory import KnownMemoryFacts
 
 StageForgetInput = MemoryForgotten | SessionsForgotten | UserForgotten | MemoryExpired
 """The forget inputs a memory type's stage reads on the snapshots topic."""

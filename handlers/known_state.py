@@ -5,7 +5,7 @@ Read-your-writes: two snapshots of one user arriving back to back must not both 
 fact, even when MongoDB has not projected the first one's decisions. So a memory type's stage
 reads the user's current memories from the read model and applies to them, in log order, every
 record it wrote that the read model may not hold yet: its results (their decisions, through
-`handlers.reconcile.evolve`), its forget facts (the memories they name leave) and its
+`handlers.known_memory.evolve`), its forget facts (the memories they name leave) and its
 consolidations (their decisions, then the memories they retired leave).
 
 Applying a record the read model already holds changes nothing, which is what makes the read
@@ -24,7 +24,7 @@ from events.consolidations import MemoriesConsolidated
 from events.forgetting import MemoriesForgotten
 from events.memories import MemoryType
 from handlers.inputs import ResultRecord
-from handlers.reconcile import KnownMemory, evolve
+from handlers.known_memory import KnownMemory, evolve
 
 OwnRecord = ResultRecord | MemoriesForgotten
 """What a memory type's stage writes to the memories topic."""

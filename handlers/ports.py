@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from events.memories import MemoryType
-    from handlers.reconcile import KnownMemory, KnownMemoryFacts
+    from handlers.known_memory import KnownMemory, KnownMemoryFacts
     from handlers.rollback import StoredVersion
     from handlers.sealing import DataKey, KeyScope
 

@@ -29,8 +29,9 @@ or a direct save through the SDK — against the *current* memories of the same 
    anything else is an ADD, with the reason noted. A new memory that an earlier one of the
    same source already says (the same id) is a REINFORCE of it.
 
-`reconcile` decides and writes the memory events; `evolve` is the one place that says how an
-event changes the known memories, used for new decisions and for results read back from the log.
+`reconcile` decides and writes the memory events; `handlers.known_memory.evolve`, the one place
+that says how an event changes the known memories, applies them (`handlers.subjects` says who a
+memory is about).
 Pure but for the `ask` port (the LLM), which the caller passes in.
 """
 
@@ -41,9 +42,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from events.base import UtcDatetime, at_stored_precision
 from events.memories import (
     Evidence,
     MemoryAdded,
@@ -55,42 +53,12 @@ from events.memories import (
     Provenance,
     derived_id,
 )
+from handlers.known_memory import KnownMemory, evolve
 from handlers.restatement import extends, one_opens_the_other, restates
+from handlers.subjects import merged_attributes, same_subject, subject_key
 from handlers.vectors import cosine
 
 Action = Literal["ADD", "UPDATE", "REINFORCE"]
-
-
-class KnownMemoryFacts(BaseModel):
-    """What a stage knows of one current memory besides its content: enough to forget it or
-    expire it, read without opening its sealed content (docs/architecture.md,
-    "Crypto-shredding")."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    memory_id: str
-    version: int
-    user_id: str | None = None
-    """Whose memory it is (None in state stored before the field existed)."""
-    agent_id: str | None = None
-    origins: tuple[str, ...] = ()
-    """Where its versions came from (`origin_of`), so forgetting a session or the user's saves
-    finds it (docs/architecture.md, "Forgetting"); empty in state stored before the field."""
-    expires_at: UtcDatetime | None = None
-    """When the current version expires (None: never)."""
-
-
-class KnownMemory(KnownMemoryFacts):
-    """The reconciler's view of one current memory: what it says, its version, its vector."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    content: MemoryContent
-    embedding: tuple[float, ...]
-    embedding_model: str
-    learned_at: UtcDatetime | None = None
-    """When the current version was made, to the millisecond as the read model keeps it (None:
-    not known); consolidation shows a cluster's memories oldest first."""
 
 
 @dataclass(frozen=True)
@@ -177,16 +145,6 @@ class Reconciliation:
     known: tuple[KnownMemory, ...]
     notes: tuple[str, ...]
     asked: int
-
-
-def same_subject(memory_type: MemoryType, known: MemoryContent, new: MemoryContent) -> bool:
-    """Whether two memories are about the same subject (case and spacing aside). A taxonomic
-    term is also the same subject as a term that lists it among its aliases."""
-    names, new_names = {_key(known.subject)}, {_key(new.subject)}
-    if memory_type == "taxonomic":
-        names |= {_key(alias) for alias in _aliases(known.attributes)}
-        new_names |= {_key(alias) for alias in _aliases(new.attributes)}
-    return bool(names & new_names)
 
 
 def options_for(
@@ -440,87 +398,4 @@ def _event(
 def new_memory_id(memory_type: MemoryType, source_id: str, content: MemoryContent) -> str:
     """The id of a memory first learned from `source_id`: from its subject and text, never its
     position in an LLM answer (which a re-run LLM does not repeat)."""
-    return derived_id("memory", memory_type, source_id, _key(content.subject), content.text)
-
-
-def evolve(
-    scope: Mapping[str, KnownMemory], events: Iterable[MemoryEvent]
-) -> dict[str, KnownMemory]:
-    """The known memories after `events` (an ADD adds one, an UPDATE replaces it with its next
-    version, a REINFORCE merges its new attributes). An event older than what is known (a
-    result read back after its effects were stored) changes nothing."""
-    known = dict(scope)
-    for event in events:
-        current = known.get(event.memory_id)
-        if isinstance(event, MemoryAdded):
-            if current is None:
-                known[event.memory_id] = _known_from(event, event.version, ())
-        elif isinstance(event, MemoryUpdated):
-            if current is None or current.version < event.version:
-                earlier = current.origins if current is not None else ()
-                known[event.memory_id] = _known_from(event, event.version, earlier)
-        elif current is not None and current.version == event.version and event.merged_attributes:
-            attributes = {**current.content.attributes, **event.merged_attributes}
-            content = current.content.model_copy(update={"attributes": attributes})
-            known[event.memory_id] = current.model_copy(update={"content": content})
-    return known
-
-
-def _known_from(
-    event: MemoryAdded | MemoryUpdated, version: int, earlier: tuple[str, ...]
-) -> KnownMemory:
-    model = event.provenance.embedding_model if event.provenance else ""
-    origins = tuple(dict.fromkeys((*earlier, *origin_of(event))))
-    return KnownMemory(
-        memory_id=event.memory_id,
-        version=version,
-        user_id=event.user_id,
-        agent_id=event.agent_id,
-        content=event.content,
-        embedding=event.embedding,
-        embedding_model=model,
-        origins=origins,
-        expires_at=event.expires_at,
-        learned_at=at_stored_precision(event.occurred_at),
-    )
-
-
-def origin_of(event: MemoryAdded | MemoryUpdated) -> tuple[str, ...]:
-    """Where a version came from: `session:<id>` for a session it was learned or saved in, and
-    `save` for a direct save (a save may name a session too)."""
-    evidence = event.evidence
-    found = [f"session:{evidence.session_id}"] if evidence.session_id else []
-    if evidence.source == "sdk":
-        found.append("save")
-    return tuple(found)
-
-
-def merged_attributes(
-    memory_type: MemoryType, known: MemoryContent, new: MemoryContent
-) -> dict[str, Any]:
-    """What a REINFORCE merges into the known memory's attributes: for a taxonomic term, the
-    aliases and examples it did not list yet (kept in order; never the term itself); nothing
-    for the other types."""
-    if memory_type != "taxonomic":
-        return {}
-    merged: dict[str, Any] = {}
-    for name in ("aliases", "examples"):
-        have = [str(value) for value in known.attributes.get(name) or []]
-        seen = {_key(value) for value in have} | (
-            {_key(known.subject)} if name == "aliases" else set()
-        )
-        extra = [
-            str(value) for value in new.attributes.get(name) or [] if _key(str(value)) not in seen
-        ]
-        if extra:
-            merged[name] = have + list(dict.fromkeys(extra))
-    return merged
-
-
-def _aliases(attributes: Mapping[str, Any]) -> list[str]:
-    aliases = attributes.get("aliases") or []
-    return [str(alias) for alias in aliases] if isinstance(aliases, list | tuple) else []
-
-
-def _key(text: str) -> str:
-    return " ".join(str(text).casefold().split())
+    return derived_id("memory", memory_type, source_id, subject_key(content.subject), content.text)

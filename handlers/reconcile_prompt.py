@@ -27,8 +27,9 @@ from handlers.extraction.base import (
     refuse_oversized,
 )
 from handlers.extraction.json_answer import load_object
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatAnswer, ChatModel
-from handlers.reconcile import Answer, KnownMemory, NewMemory, Option, Question
+from handlers.reconcile import Answer, NewMemory, Option, Question
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from events.memories import (
     derived_id,
 )
 from events.rollbacks import MemoryRollbackRequested, MemoryRolledBack
+from handlers.known_memory import KnownMemory
 from handlers.known_state import OwnRecord
-from handlers.reconcile import KnownMemory
 
 MAX_DECISION_REASON_CHARS = 1_000
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from events.memories import MemoryContent, MemoryType
-from handlers.reconcile import KnownMemory, KnownMemoryFacts
+from handlers.known_memory import KnownMemory, KnownMemoryFacts
 from handlers.rollback import StoredVersion
 from projections.progress import projected_offsets
 from projections.store import CONSOLIDATIONS, ERASURES, MEMORIES, ROLLBACKS, SAVES, SNAPSHOTS, Db
@@ -151,7 +151,7 @@ class StageReadModel:
         ]
 
     def _origins(self, selector: dict[str, Any]) -> dict[str, tuple[str, ...]]:
-        """Where each memory's versions came from (`handlers.reconcile.origin_of`): every
+        """Where each memory's versions came from (`handlers.known_memory.origin_of`): every
         version's first evidence is the one that created it."""
         found: dict[str, list[str]] = {}
         versions = self._db[MEMORIES].find(selector, _ORIGIN_FIELDS)

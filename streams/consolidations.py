@@ -28,8 +28,8 @@ from handlers.consolidation import (
     requested_types,
 )
 from handlers.extraction.results import usage_of
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatAnswer, ChatModel, StageReadModel
-from handlers.reconcile import KnownMemory
 from streams.own_decisions import OwnDecisions
 from streams.retrying import through_outages
 

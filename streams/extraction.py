@@ -63,17 +63,10 @@ from handlers.forgetting import (
     memories_to_forget,
 )
 from handlers.inputs import InvalidRecord, read_snapshots_record
+from handlers.known_memory import KnownMemory, KnownMemoryFacts
 from handlers.known_state import OwnRecord, with_own_records
 from handlers.ports import ChatAnswer, StageReadModel
-from handlers.reconcile import (
-    Answer,
-    KnownMemory,
-    KnownMemoryFacts,
-    NewMemory,
-    Question,
-    Source,
-    reconcile,
-)
+from handlers.reconcile import Answer, NewMemory, Question, Source, reconcile
 from handlers.sealing import KeyDestroyed
 from handlers.vectors import rounded
 from streams import metrics

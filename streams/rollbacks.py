@@ -16,9 +16,9 @@ from typing import Any
 
 from events.memories import MemoryType, Provenance
 from events.rollbacks import MemoryRollbackRequested, MemoryRolledBack
+from handlers.known_memory import KnownMemory
 from handlers.known_state import OwnRecord
 from handlers.ports import StageReadModel
-from handlers.reconcile import KnownMemory
 from handlers.rollback import (
     StoredVersion,
     rollback_decision,

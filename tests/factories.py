@@ -150,6 +150,17 @@ def content(**overrides: Any) -> MemoryContent:
     return MemoryContent(**fields)
 
 
+def term(name: str, *aliases: str, examples: Iterable[str] = ()) -> MemoryContent:
+    """A taxonomic term's `MemoryContent`: `name`, a message broker, with its aliases and
+    examples."""
+    return content(
+        subject=name,
+        text=f"{name}: a message broker.",
+        category="software",
+        attributes={"term": name, "aliases": list(aliases), "examples": list(examples)},
+    )
+
+
 def evidence(**overrides: Any) -> Evidence:
     """Extraction evidence from snapshot 0 of u1/s1."""
     fields: dict[str, Any] = {

@@ -38,8 +38,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from events.memories import MemoryContent
 from handlers import consolidation_prompt
 from handlers.consolidation import Cluster, clusters_of
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatModel
-from handlers.reconcile import KnownMemory
 
 CASES = Path(__file__).with_name("cases.json")
 

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from events.memories import ASSISTANT_SUBJECT, MEMORY_TYPES, MemoryContent, MemoryType
-from handlers.reconcile import Action, KnownMemory, same_subject
+from handlers.known_memory import KnownMemory
+from handlers.reconcile import Action
+from handlers.subjects import same_subject
 from handlers.vectors import cosine
 
 Kind = Literal["paraphrase", "update", "different-fact", "different-subject"]

@@ -85,11 +85,11 @@ from bench.reconcile_eval.scoring import (
 from bench.reconcile_eval.tables import GRID, report, variants_table
 from events.memories import Evidence, MemoryAdded, MemoryUpdated, Provenance
 from handlers import reconcile_prompt
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatAnswer, ChatModel, LLMUnavailable
 from handlers.reconcile import (
     Action,
     Answer,
-    KnownMemory,
     NewMemory,
     Option,
     Question,

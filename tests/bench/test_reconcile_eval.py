@@ -50,8 +50,9 @@ from bench.reconcile_eval.scoring import (
 from bench.reconcile_eval.tables import report, variants_table
 from events.memories import Provenance
 from handlers import reconcile_prompt
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatAnswer
-from handlers.reconcile import KnownMemory, NewMemory, Option, Thresholds
+from handlers.reconcile import NewMemory, Option, Thresholds
 from tests import factories
 
 MODEL = "scripted-embedding"

@@ -93,7 +93,7 @@ def _switched(back: bool = False) -> Any:
 
 def _memory_expired() -> Any:
     from handlers.expiry import expiry_command
-    from handlers.reconcile import evolve
+    from handlers.known_memory import evolve
 
     (known,) = evolve({}, [f.memory_added(expires_at=f.CLOCK)]).values()
     return expiry_command(known, "semantic")
@@ -121,7 +121,7 @@ def _saved() -> Any:
 def _consolidated(answered: bool = True) -> Any:
     from events.memories import LLMUsage
     from handlers.consolidation import ClusterAnswer, Verdict, clusters_of, consolidation_record
-    from handlers.reconcile import evolve
+    from handlers.known_memory import evolve
 
     added = [
         f.memory_added(memory_id="m-1", content=f.content(text="The user has a dog named Rex.")),
@@ -143,7 +143,7 @@ def _consolidated(answered: bool = True) -> Any:
 
 
 def _rolled_back(to_version: int = 1) -> Any:
-    from handlers.reconcile import evolve
+    from handlers.known_memory import evolve
     from handlers.rollback import StoredVersion, rollback_decision, rollback_record
 
     first = f.memory_added(memory_id="m-1")

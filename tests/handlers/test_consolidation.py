@@ -32,9 +32,9 @@ from handlers.consolidation_prompt import (
     prompt,
 )
 from handlers.extraction.base import InvalidExtraction
+from handlers.known_memory import KnownMemory
 from handlers.known_state import with_own_records
 from handlers.ports import ChatAnswer
-from handlers.reconcile import KnownMemory
 from tests import factories as f
 
 STAMP = f.provenance(prompt_version=None, embedding_model="e")

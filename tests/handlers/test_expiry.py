@@ -7,7 +7,7 @@ from datetime import timedelta
 from events.memories import derived_id
 from handlers.expiry import due_expiries, expiry_command, with_expiry
 from handlers.forgetting import memories_forgotten, memories_to_forget
-from handlers.reconcile import KnownMemory, evolve
+from handlers.known_memory import KnownMemory, evolve
 from tests import factories as f
 
 DAY = timedelta(days=1)

@@ -11,7 +11,7 @@ from handlers.forgetting import (
     memories_forgotten,
     memories_to_forget,
 )
-from handlers.reconcile import KnownMemory, evolve, origin_of
+from handlers.known_memory import KnownMemory, evolve, origin_of
 from handlers.window import sessions_forgotten
 from tests import factories as f
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from events.forgetting import MemoriesForgotten
 from events.memories import MemoryEvent
 from events.snapshots import SnapshotExtracted
+from handlers.known_memory import KnownMemory, evolve
 from handlers.known_state import is_own, with_own_records
-from handlers.reconcile import KnownMemory, evolve
 from tests import factories as f
 
 

@@ -10,20 +10,16 @@ from typing import Any
 import pytest
 
 from events import MemoryAdded, MemoryReinforced, MemoryUpdated, derived_id
-from events.memories import MemoryContent
 from handlers.extraction.results import snapshot_source
+from handlers.known_memory import KnownMemory
 from handlers.reconcile import (
     Answer,
-    KnownMemory,
     NewMemory,
     Question,
     Reconciliation,
     Thresholds,
-    evolve,
-    merged_attributes,
     new_memory_id,
     reconcile,
-    same_subject,
 )
 from tests import factories as f
 
@@ -383,30 +379,15 @@ def test_memory_ids_come_from_the_source_and_what_the_memory_says() -> None:
 # --- taxonomic terms --------------------------------------------------------------------------
 
 
-def term(name: str, *aliases: str, examples: Sequence[str] = ()) -> MemoryContent:
-    return f.content(
-        subject=name,
-        text=f"{name}: a message broker.",
-        category="software",
-        attributes={"term": name, "aliases": list(aliases), "examples": list(examples)},
-    )
-
-
-def test_a_term_and_its_alias_are_the_same_subject() -> None:
-    assert same_subject("taxonomic", term("Kafka", "Apache Kafka"), term("Apache Kafka"))
-    assert not same_subject("semantic", term("Kafka", "Apache Kafka"), term("Apache Kafka"))
-    assert not same_subject("taxonomic", term("Kafka"), term("RabbitMQ"))
-
-
 def test_reinforcing_a_term_merges_new_aliases_and_examples() -> None:
     existing = KnownMemory(
         memory_id="t1",
         version=1,
-        content=term("Kafka", "Apache Kafka", examples=["logs"]),
+        content=f.term("Kafka", "Apache Kafka", examples=["logs"]),
         embedding=(1.0, 0.0),
         embedding_model=MODEL,
     )
-    restated = NewMemory(term("Kafka", "kafka", "AK", examples=["logs", "events"]), (1.0, 0.0))
+    restated = NewMemory(f.term("Kafka", "kafka", "AK", examples=["logs", "events"]), (1.0, 0.0))
     result = run([restated], [existing], memory_type="taxonomic")
     (event,) = result.events
     assert isinstance(event, MemoryReinforced)
@@ -417,23 +398,6 @@ def test_reinforcing_a_term_merges_new_aliases_and_examples() -> None:
     }
     (after,) = result.known
     assert after.content.attributes["aliases"] == ["Apache Kafka", "AK"]
-
-
-def test_merged_attributes_only_for_taxonomic_terms() -> None:
-    assert merged_attributes("semantic", term("K", "a"), term("K", "b")) == {}
-    assert merged_attributes("taxonomic", term("K", "A"), term("K", "a")) == {}
-
-
-# --- evolve -------------------------------------------------------------------------------------
-
-
-def test_evolve_applies_an_update_once_and_ignores_what_it_knows_already() -> None:
-    existing = known("The user lives in Lisbon.", memory_id="m1")
-    update = f.memory_updated(memory_id="m1", embedding=(0.0, 1.0))
-    once = evolve({"m1": existing}, [update])
-    assert once["m1"].version == 2 and once["m1"].embedding == (0.0, 1.0)
-    assert once["m1"].embedding_model == "scripted-embedding"
-    assert evolve(once, [update, f.memory_added(memory_id="m1")]) == once
 
 
 @pytest.mark.parametrize(("reinforce", "ask"), [(0.8, 0.9), (1.1, 0.5), (0.5, -1.5)])

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import pytest
 
 from handlers.extraction.base import InvalidExtraction
+from handlers.known_memory import KnownMemory
 from handlers.ports import ChatAnswer
-from handlers.reconcile import Answer, KnownMemory, NewMemory, Option, Question
+from handlers.reconcile import Answer, NewMemory, Option, Question
 from handlers.reconcile_prompt import (
     BATCH_SYSTEM_PROMPT,
     OPENING,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from events.memories import MemoryUpdated
-from handlers.reconcile import KnownMemory, evolve
+from handlers.known_memory import KnownMemory, evolve
 from handlers.rollback import (
     StoredVersion,
     rollback_decision,

@@ -131,7 +131,7 @@ def test_a_save_is_sealed_with_the_users_key_and_its_result_with_the_memorys() -
 
 
 def test_a_rollbacks_restored_content_is_sealed_and_forgotten_with_its_memory() -> None:
-    from handlers.reconcile import evolve
+    from handlers.known_memory import evolve
     from handlers.rollback import rollback_decision, rollback_record, stored_version
 
     ring = Ring()

@@ -14,7 +14,7 @@ from pymongo.database import Database
 
 from events.forgetting import MemoriesForgotten
 from handlers.expiry import with_expiry
-from handlers.reconcile import evolve
+from handlers.known_memory import evolve
 from projections import ensure_indexes, project
 from projections.extractions import project_extraction
 from projections.known_memories import StageReadModel

@@ -174,7 +174,8 @@ def _reconcile_every_user(
     db: Any, read_model: Any, rng: random.Random, embedder: BagOfWords, users: list[str]
 ) -> None:
     from events.memories import Evidence
-    from handlers.reconcile import KnownMemory, NewMemory, Source, Thresholds, reconcile
+    from handlers.known_memory import KnownMemory
+    from handlers.reconcile import NewMemory, Source, Thresholds, reconcile
 
     everyone: list[KnownMemory] = []
     owner: dict[str, str] = {}

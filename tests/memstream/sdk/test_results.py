@@ -207,7 +207,7 @@ def test_a_save_has_exactly_the_keys_save_declares() -> None:
 def test_a_rollback_restored_or_refused_has_exactly_the_keys_rollback_declares(
     to_version: int,
 ) -> None:
-    from handlers.reconcile import evolve
+    from handlers.known_memory import evolve
     from handlers.rollback import rollback_decision, rollback_record, stored_version
 
     first, second = f.memory_added(memory_id="m-1"), f.memory_updated(memory_id="m-1")
