@@ -11,14 +11,17 @@ three letters or more, not a month or a weekday (the extractor is told the conve
 and relative times are written as dates), nor "User" or "Assistant". It is invented when
 neither the conversation's messages nor its speakers' names contain it, case aside (a
 possessive "'s" left off). Statements in Chinese, and statements about a conversation in
-another script (an English memory of a Chinese chat, which small models write as a
-translation), are not judged: their names cannot be matched across scripts.
+Chinese (an English memory of a Chinese chat, which small models write as a translation), are
+not judged: their names cannot be matched across scripts. Which texts are Chinese is the
+project's one rule for it (`handlers.rendering.detect_language`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from handlers.rendering import detect_language
 
 _APOSTROPHES = "'\u2019"
 _NAME = re.compile(
@@ -35,8 +38,6 @@ _CALENDAR = frozenset(
 )
 _PARTIES = frozenset({"user", "assistant"})
 """How memories name the participants ("Assistant suggests …"), whatever the messages say."""
-_LATIN = re.compile(r"[A-Za-z]")
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _POSSESSIVE = re.compile(rf"[{_APOSTROPHES}]s?$")
 
 
@@ -44,9 +45,9 @@ def invented_names(
     statement: str, messages: Iterable[str], *, names: Iterable[str] = ()
 ) -> list[str]:
     """The names in `statement` that none of `messages` and `names` (the speakers') contains
-    (module doc); empty when the statement or the messages are not mostly in Latin letters."""
+    (module doc); empty when the statement or the messages are in Chinese."""
     said = " ".join(messages)
-    if not _mostly_latin(statement) or not _mostly_latin(said):
+    if detect_language([statement]) != "en" or detect_language([said]) != "en":
         return []
     said = " ".join([said, *names]).casefold()
     invented = []
@@ -55,7 +56,3 @@ def invented_names(
         if len(name) >= 3 and name not in _CALENDAR | _PARTIES and name not in said:
             invented.append(word)
     return invented
-
-
-def _mostly_latin(text: str) -> bool:
-    return len(_LATIN.findall(text)) > len(_CJK.findall(text))

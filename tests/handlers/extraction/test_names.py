@@ -40,6 +40,8 @@ def test_names_the_conversation_used_and_words_not_taken_for_names_are_not_inven
     [
         ("用户搬到了上海。", ["我搬家了。"]),
         ("The user moved to Shanghai.", ["我搬到上海了。"]),  # a translation: not judged
+        # Chinese by the project's rule (a quarter of the letters or more): not judged either
+        ("The user moved to Shanghai.", ["I moved last year, 我搬到上海了。"]),
     ],
 )
 def test_chinese_and_translated_statements_are_not_judged(statement: str, said: list[str]) -> None:
