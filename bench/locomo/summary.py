@@ -42,7 +42,7 @@ def _scores(sample: Mapping[str, Any], way: str) -> list[dict[str, Any]] | None:
 
 
 def _mean(rows: Sequence[Mapping[str, Any]], field: str) -> float:
-    return round(statistics.fmean(float(row[field]) for row in rows), 4)
+    return round(statistics.fmean(float(row[field]) for row in rows), 6)
 
 
 def _ratio(ours: float, theirs: float) -> float | None:
