@@ -29,10 +29,10 @@ or a direct save through the SDK — against the *current* memories of the same 
    anything else is an ADD, with the reason noted. A new memory that an earlier one of the
    same source already says (the same id) is a REINFORCE of it.
 
-`reconcile` decides and writes the memory events; `handlers.known_memory.evolve`, the one place
-that says how an event changes the known memories, applies them (`handlers.subjects` says who a
-memory is about).
-Pure but for the `ask` port (the LLM), which the caller passes in.
+`reconcile` decides and writes the memory events, and applies each to the known memories with
+`handlers.known_memory.evolve`, the one place that says how an event changes them;
+`handlers.subjects` says who a memory is about. Pure but for the `ask` port (the LLM), which
+the caller passes in.
 """
 
 from __future__ import annotations
