@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.locomo.evaluate import FULL_CONTEXT, MEMSTREAM
+from bench.locomo.evaluate import FULL_CONTEXT, MEMSTREAM, comparison, way_summary
 
 Key = tuple[str, int]
 """A conversation and how many of its sessions were fed."""
@@ -35,18 +34,16 @@ def _samples(report: Mapping[str, Any]) -> dict[Key, dict[str, Any]]:
 
 
 def _scores(sample: Mapping[str, Any], way: str) -> list[dict[str, Any]] | None:
+    """The questions of `sample`, each its category and `way`'s answer (None when some question
+    was not answered that way)."""
     questions = sample["questions"]
     if not questions or any(way not in q for q in questions):
         return None
-    return [{"category": q["category"], **q[way]} for q in questions]
+    return [{"category": q["category"], way: q[way]} for q in questions]
 
 
-def _mean(rows: Sequence[Mapping[str, Any]], field: str) -> float:
-    return round(statistics.fmean(float(row[field]) for row in rows), 6)
-
-
-def _ratio(ours: float, theirs: float) -> float | None:
-    return round(ours / theirs, 4) if theirs else None
+def _overall(questions: Sequence[Mapping[str, Any]], way: str) -> dict[str, Any]:
+    return dict(way_summary([dict(q) for q in questions], way)["overall"])
 
 
 def conversation_summary(
@@ -54,31 +51,38 @@ def conversation_summary(
     ours: Sequence[Mapping[str, Any]],
     transcript: Sequence[Mapping[str, Any]] | None,
     before: Sequence[Mapping[str, Any]] | None,
+    *,
+    way: str = MEMSTREAM,
 ) -> dict[str, Any]:
-    """One conversation: our F1 and tokens, the transcript's, their ratios, and how many
-    answers scored higher or lower than `before` (question by question, in the run's order)."""
+    """One conversation: our F1 and tokens, the transcript's, their ratios (the runner's own
+    `way_summary` and `comparison`, overall row), and how many answers scored higher or lower
+    than `before` (question by question, in the run's order)."""
+    figures = _overall(ours, way)
     row: dict[str, Any] = {
         "conversation": key[0],
         "sessions": key[1],
         "questions": len(ours),
-        "f1": _mean(ours, "f1"),
-        "prompt_tokens": _mean(ours, "prompt_tokens"),
-        "gold_in_context": _mean(ours, "gold_in_context"),
+        "f1": round(figures["f1"], 6),
+        "prompt_tokens": round(figures["prompt_tokens_per_question"], 6),
+        "gold_in_context": round(figures["gold_in_context"], 6),
     }
     if transcript is not None:
         if len(transcript) != len(ours):
             raise ValueError(f"{key[0]}: the transcript report scores other questions")
-        row["transcript_f1"] = _mean(transcript, "f1")
-        row["transcript_prompt_tokens"] = _mean(transcript, "prompt_tokens")
-        row["f1_ratio"] = _ratio(row["f1"], row["transcript_f1"])
-        row["prompt_tokens_ratio"] = _ratio(row["prompt_tokens"], row["transcript_prompt_tokens"])
+        both = [{**o, **t} for o, t in zip(ours, transcript, strict=True)]
+        scores = {way: way_summary(both, way), FULL_CONTEXT: way_summary(both, FULL_CONTEXT)}
+        (overall,) = [r for r in comparison(scores, way) if r["category"] == "overall"]
+        row["transcript_f1"] = round(overall["full_context_f1"], 6)
+        row["transcript_prompt_tokens"] = round(overall["full_context_prompt_tokens"], 6)
+        row["f1_ratio"] = overall["f1_ratio"]
+        row["prompt_tokens_ratio"] = overall["prompt_tokens_ratio"]
     if before is not None:
         if len(before) != len(ours):
             raise ValueError(f"{key[0]}: the earlier report scores other questions")
         pairs = list(zip(before, ours, strict=True))
-        row["f1_before"] = _mean(before, "f1")
-        row["higher"] = sum(1 for b, a in pairs if a["f1"] > b["f1"])
-        row["lower"] = sum(1 for b, a in pairs if a["f1"] < b["f1"])
+        row["f1_before"] = round(_overall(before, way)["f1"], 6)
+        row["higher"] = sum(1 for b, a in pairs if a[way]["f1"] > b[way]["f1"])
+        row["lower"] = sum(1 for b, a in pairs if a[way]["f1"] < b[way]["f1"])
     return row
 
 
@@ -111,16 +115,20 @@ def summarize(
             if ours is None:
                 raise ValueError(f"{key[0]}: the report has no answers of {way!r}")
             transcript = transcript_scores.get(key)
-            rows.append(conversation_summary(key, ours, transcript, before_scores.get(key)))
+            rows.append(
+                conversation_summary(key, ours, transcript, before_scores.get(key), way=way)
+            )
             ours_all += ours
             if transcript is not None:
                 transcript_all += transcript
                 ours_with_transcript += ours
-    total = conversation_summary(("all", 0), ours_all, None, None)
+    total = conversation_summary(("all", 0), ours_all, None, None, way=way)
     total.pop("sessions")
     total["conversations"] = len(rows)
     if transcript_all:
-        paired = conversation_summary(("all", 0), ours_with_transcript, transcript_all, None)
+        paired = conversation_summary(
+            ("all", 0), ours_with_transcript, transcript_all, None, way=way
+        )
         total["questions_with_transcript"] = paired["questions"]
         for field in ("transcript_f1", "transcript_prompt_tokens", "prompt_tokens_ratio"):
             total[field] = paired[field]
