@@ -25,6 +25,7 @@ from handlers.attribution import (
     with_user_as_subject,
 )
 from handlers.extraction.base import InvalidExtraction
+from handlers.extraction.borrowed_words import borrowed_from
 from handlers.extraction.dates import dated_turns, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, support, validated
 from handlers.extraction.json_answer import items_under
@@ -165,6 +166,11 @@ def _memory_from(
     if _invents_a_name(statement, transcript):
         return None  # "The user moved to France" when no one said France
     attribution = _attribution(draft.subject, statement, transcript, index)
+    borrowed = borrowed_from(statement, attribution, transcript)
+    if borrowed is not None:
+        if borrowed.moved is None:
+            return None  # "The user went to a car show with Dave." when Dave went
+        statement, attribution = borrowed.moved, borrowed.owner
     if not _grounded(attribution, without_dates(statement), transcript):
         return None
     if attribution.kind == "assistant" and not assistant_provided(statement, transcript):

@@ -420,6 +420,8 @@ def demo_party() -> SnapshotPromoted:
     [
         ("John", "John is allergic to peanuts.", None),  # the user's allergy, said after John
         ("the user", "The user is a nurse in Berlin.", None),  # John's job
+        ("John", "John is allergic to cats and dogs.", None),  # nobody said so
+        ("the user", "The user is a keen surfer and a nurse.", None),  # nor this
         ("the user", "The user is allergic to peanuts.", "the user"),
         ("John", "John is a nurse in Berlin.", "John"),
         ("the user", "The user lives in Lisbon.", "the user"),
@@ -432,7 +434,40 @@ def test_a_fact_must_rest_on_its_subjects_own_messages(
     assert [m.subject for m in memories] == ([kept_as] if kept_as else [])
 
 
-def test_a_chinese_fact_must_rest_on_its_subjects_own_messages() -> None:
+@pytest.mark.parametrize(
+    ("subject", "statement", "moved"),
+    [
+        (
+            "John",
+            "John is allergic to peanuts and carries an epipen.",
+            "The user is allergic to peanuts and carries an epipen.",
+        ),
+        (
+            "the user",
+            "The user works night shifts as a nurse in Berlin.",
+            "John works night shifts as a nurse in Berlin.",
+        ),
+    ],
+)
+def test_a_fact_in_another_speakers_own_words_is_moved_to_them(
+    subject: str, statement: str, moved: str
+) -> None:
+    party = snapshot(
+        turns=[
+            {"name": "Tim", "content": "I just moved to Lisbon and I work at Stripe."},
+            {
+                "role": "assistant",
+                "name": "John",
+                "content": "I'm John. I'm a nurse in Berlin, on night shifts.",
+            },
+            {"content": "I'm allergic to peanuts, so I carry an epipen."},
+        ]
+    )
+    memories = parse(answer(fact(statement, subject=subject)), party)
+    assert [m.text for m in memories] == [moved]
+
+
+def test_a_chinese_fact_in_another_speakers_words_is_moved_to_them() -> None:
     chinese = snapshot(
         turns=[
             {"name": "王芳", "content": "李雷，你现在在哪里工作？我在银行上班。"},
@@ -441,7 +476,9 @@ def test_a_chinese_fact_must_rest_on_its_subjects_own_messages() -> None:
     )
     doctor = answer(fact("用户是一名医生，在上海的一家医院工作。", subject="the user"))
     banker = answer(fact("用户在银行上班。", subject="the user"))
-    assert parse(doctor, chinese) == []
+    assert [(m.subject, m.text) for m in parse(doctor, chinese)] == [
+        ("李雷", "李雷是一名医生，在上海的一家医院工作。")
+    ]
     assert [m.text for m in parse(banker, chinese)] == ["用户在银行上班。"]
 
 

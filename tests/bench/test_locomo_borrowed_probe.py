@@ -1,0 +1,41 @@
+"""The borrowed-words probe: memories of a run's report judged again against their conversation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.locomo.borrowed_probe import main
+
+SYNTHETIC = Path(__file__).parents[2] / "bench" / "locomo" / "synthetic.json"
+
+
+def report(*memories: str) -> dict[str, Any]:
+    return {"samples": [{"sample_id": "synthetic-1", "sessions": 3, "memory_texts": memories}]}
+
+
+def test_a_users_memory_in_the_other_speakers_words_is_counted_as_moved(tmp_path: Path) -> None:
+    """Maya is the user; Jonas got into the master's programme in Lisbon, Maya adopted Pepper."""
+    path = tmp_path / "report.json"
+    path.write_text(
+        json.dumps(
+            report(
+                "The user got accepted into a master's program in urban planning.",
+                "The user adopted a rescue dog named Pepper last weekend.",
+                "The user got accepted into a master's program in urban planning.",
+            )
+        )
+    )
+    out = tmp_path / "counts.json"
+    assert main([str(path), "--data", str(SYNTHETIC), "--exclude", "", "--out", str(out)]) == 0
+    counts = json.loads(out.read_text())
+    assert counts["total"] == {"memories": 2, "moved": 1, "dropped": 0}
+
+
+def test_excluded_conversations_are_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report("The user got accepted into a master's program.")))
+    out = tmp_path / "counts.json"
+    main([str(path), "--data", str(SYNTHETIC), "--exclude", "synthetic-1", "--out", str(out)])
+    assert json.loads(out.read_text())["total"] == {"memories": 0, "moved": 0, "dropped": 0}
