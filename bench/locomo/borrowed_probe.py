@@ -8,9 +8,12 @@ The reports must be the runner's full ones (`--out`, not `--public-out`): only t
 memories' texts. A memory's source snapshot is not in the report, so each memory is judged
 against the session of its conversation holding the one message most like it (the share of its
 content terms, as the rule counts them), each session one snapshot as `extraction_probe` makes
-them; a memory written twice by two runs counts once. The JSON written holds counts only
-(LoCoMo's licence forbids redistributing its text); `--show` prints each memory judged, with
-its owner and what it becomes. Whether a judgement is right is read by hand.
+them; a memory written twice by two runs counts once. The rule judges facts only: a report
+that lists its memories' types (`memory_types`, since 2026-12-07) has its episodes left out;
+an older one's memories are all read as facts, so what it finds is an upper bound. The JSON
+written holds counts only (LoCoMo's licence forbids redistributing its text); `--show` prints
+each memory judged, with its owner and what it becomes. Whether a judgement is right is read
+by hand.
 """
 
 from __future__ import annotations
@@ -71,8 +74,9 @@ def probe(
                 for snapshot in snapshots(sample, session, 0)
             ]
             row = counts.setdefault(conversation, {"memories": 0, "moved": 0, "dropped": 0})
-            for memory in result["memory_texts"]:
-                if (conversation, memory) in seen:
+            types = result.get("memory_types") or ["semantic"] * len(result["memory_texts"])
+            for memory, memory_type in zip(result["memory_texts"], types, strict=True):
+                if memory_type != "semantic" or (conversation, memory) in seen:
                     continue
                 seen.add((conversation, memory))
                 row["memories"] += 1

@@ -153,6 +153,7 @@ async def _extracted(
         "turns": turns,
         "memories": len(memories),
         "memory_texts": [str(m.get("text")) for m in memories],
+        "memory_types": [str(m.get("memory_type")) for m in memories],
         "extraction": {"progress": asdict(progress), "llm_usage": usage},
         "seconds": {"feed": round(fed, 2), "catch_up": round(waited, 2)},
     }

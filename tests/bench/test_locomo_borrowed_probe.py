@@ -39,3 +39,14 @@ def test_excluded_conversations_are_not_read(tmp_path: Path) -> None:
     out = tmp_path / "counts.json"
     main([str(path), "--data", str(SYNTHETIC), "--exclude", "synthetic-1", "--out", str(out)])
     assert json.loads(out.read_text())["total"] == {"memories": 0, "moved": 0, "dropped": 0}
+
+
+def test_episodes_are_left_out_when_the_report_lists_memory_types(tmp_path: Path) -> None:
+    """The rule judges facts only."""
+    borrowed = "The user got accepted into a master's program in urban planning."
+    data = report(borrowed, borrowed + " They celebrated.")
+    data["samples"][0]["memory_types"] = ["episodic", "semantic"]
+    path, out = tmp_path / "report.json", tmp_path / "counts.json"
+    path.write_text(json.dumps(data))
+    main([str(path), "--data", str(SYNTHETIC), "--exclude", "", "--out", str(out)])
+    assert json.loads(out.read_text())["total"] == {"memories": 1, "moved": 1, "dropped": 0}
