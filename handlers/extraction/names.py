@@ -1,4 +1,5 @@
-"""Invented names: a proper name in a memory that nobody in the conversation used.
+"""Names a memory should not hold: one nobody in the conversation used, and the user's own
+name for someone else (`names_the_user_as_another`).
 
 Small models fill a gap with a plausible name: "The user moved to France in 2019." from "I've
 known these friends for 4 years, since I moved from my home country" (the home country, said
@@ -56,3 +57,30 @@ def invented_names(
         if len(name) >= 3 and name not in _CALENDAR | _PARTIES and name not in said:
             invented.append(word)
     return invented
+
+
+def names_the_user_as_another(statement: str, user_name: str | None) -> bool:
+    """Whether a fact about the current user names the user, by their own name, as someone else
+    after its opening: "The user is a collaborator of Calvin's." when the user is Calvin, "The
+    user has dogs named Audrey and Andrew." when the user is Audrey. Small models write such a
+    fact when they lose track of who is who; it is wrong whichever way it is read
+    (docs/architecture.md, "Speakers"). "The user's name is Calvin." goes too: the profile takes
+    the name from the messages. The name set beside the opening ("The user, Calvin, …", "用户王芳
+    …") is not counted. A Chinese name is matched as written, a Latin one as a whole word, case
+    aside."""
+    if not user_name or not user_name.strip():
+        return False
+    name = user_name.strip()
+    text = statement.strip()
+    opening = _USER_OPENING.match(text)
+    if opening is not None:
+        text = text[opening.end() :]
+        text = re.sub(rf"^[\s,\uff0c(\uff08]*{re.escape(name)}[\s,\uff0c)\uff09]*", " ", text)
+    elif text.casefold().startswith(name.casefold()):
+        text = text[len(name) :]
+    if detect_language([name]) == "zh":
+        return name in text
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+_USER_OPENING = re.compile(r"(the user|user)(?![\w-])|该用户|用户", re.IGNORECASE)

@@ -29,7 +29,7 @@ from handlers.extraction.borrowed_words import borrowed_from
 from handlers.extraction.dates import dated_turns, ground_relative_times, without_dates
 from handlers.extraction.drafts import in_first_person, one_line, support, validated
 from handlers.extraction.json_answer import items_under
-from handlers.extraction.names import invented_names
+from handlers.extraction.names import invented_names, names_the_user_as_another
 from handlers.extraction.narration import only_narration
 from handlers.extraction.pleasantries import only_pleasantries
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
@@ -166,6 +166,10 @@ def _memory_from(
     if _invents_a_name(statement, transcript):
         return None  # "The user moved to France" when no one said France
     attribution = _attribution(draft.subject, statement, transcript, index)
+    if attribution.kind == "current_user" and names_the_user_as_another(
+        statement, transcript.user_name
+    ):
+        return None  # "The user is a collaborator of Calvin's." when the user is Calvin
     borrowed = borrowed_from(statement, attribution, transcript)
     if borrowed is not None:
         if borrowed.moved is None:

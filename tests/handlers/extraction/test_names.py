@@ -1,10 +1,10 @@
-"""Invented names: a proper name in a memory that no one in the conversation used."""
+"""Names a memory should not hold: invented ones, and the user's own name for someone else."""
 
 from __future__ import annotations
 
 import pytest
 
-from handlers.extraction.names import invented_names
+from handlers.extraction.names import invented_names, names_the_user_as_another
 
 SAID = [
     "I've known these friends for 4 years, since I moved from my home country.",
@@ -46,3 +46,36 @@ def test_names_the_conversation_used_and_words_not_taken_for_names_are_not_inven
 )
 def test_chinese_and_translated_statements_are_not_judged(statement: str, said: list[str]) -> None:
     assert invented_names(statement, said) == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "user_name"),
+    [
+        ("The user is a collaborator of Calvin's.", "Calvin"),
+        ("The user has dogs named Audrey and Andrew.", "Audrey"),
+        ("Calvin plays with calvin's band.", "Calvin"),
+        ("The user's name is Calvin.", "Calvin"),
+        ("用户是王芳的朋友。", "王芳"),
+    ],
+)
+def test_a_users_fact_naming_the_user_as_someone_else_is_caught(
+    statement: str, user_name: str
+) -> None:
+    assert names_the_user_as_another(statement, user_name)
+
+
+@pytest.mark.parametrize(
+    ("statement", "user_name"),
+    [
+        ("The user lives in Boston.", "Calvin"),
+        ("Calvin is a musician.", "Calvin"),  # the opening is the user
+        ("The user, Calvin, lives in Boston.", "Calvin"),  # set beside the opening
+        ("用户王芳在银行上班。", "王芳"),
+        ("The user studies Calvinism.", "Calvin"),  # not the whole word
+        ("The user lives in Boston.", None),
+    ],
+)
+def test_a_users_fact_not_naming_them_again_is_not_caught(
+    statement: str, user_name: str | None
+) -> None:
+    assert not names_the_user_as_another(statement, user_name)

@@ -467,6 +467,11 @@ def test_a_fact_in_another_speakers_own_words_is_moved_to_them(
     assert [m.text for m in memories] == [moved]
 
 
+def test_a_users_fact_naming_the_user_as_someone_else_is_dropped() -> None:
+    """Tim is the user: "a colleague of Tim's" is someone else's fact, muddled."""
+    assert parse(answer(fact("The user works at Stripe, like Tim's colleague."))) == []
+
+
 def test_a_chinese_fact_in_another_speakers_words_is_moved_to_them() -> None:
     chinese = snapshot(
         turns=[
