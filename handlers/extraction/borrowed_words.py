@@ -3,16 +3,16 @@
 In a conversation between two people, small models often write what one of them said about
 themselves as the other's fact: "The user played drums for a month now, it was tough but fun."
 when John said "I've been playing for a month now, it's been tough but fun." and the user never
-played. The fact's words are copied from one message, and that message is someone else's
-account of themselves.
+played. The fact's words are someone else's account of themselves.
 
 A fact about a participant (the current user or a named speaker) is **borrowed** from another
-human participant when one message of theirs that speaks in the first person — its questions
-left out, since "Are you planning to stay in Japan long?" is said about the listener — holds at
-least `BORROWED_SHARE` of the fact's content terms (it needs `MIN_TERMS` of them), and at least
-`MARGIN` more of them than any one message of the fact's own subject holds. A message is
-compared whole, not the union of a speaker's messages: the point is which account the fact
-copies.
+human participant when the messages of theirs that speak in the first person — their questions
+left out, since "Are you planning to stay in Japan long?" is said about the listener — hold
+together at least `BORROWED_SHARE` of the fact's content terms (it needs `MIN_TERMS` of them),
+and at least `MARGIN` more of them than the subject's own messages hold (their questions left
+out too). "The user has a favorite type of bird, eagles." rests on the user's question "Do you
+have a favorite type of bird?" only; Andrew answered "Eagles have always mesmerized me" and
+told of birds before.
 
 Only a fact that opens with its subject is judged. A borrowed one is moved to its owner when
 it names its owner nowhere else ("The user found a hobby …" → "Sam found a hobby …");
@@ -42,9 +42,9 @@ from handlers.extraction.transcript import Transcript
 from handlers.rendering import CJK_IDEOGRAPHS
 
 BORROWED_SHARE = 0.5
-"""The share of a fact's content terms one first-person message of another person must hold."""
+"""The share of a fact's content terms another person's first-person messages must hold."""
 MARGIN = 0.25
-"""How much more of them it must hold than the subject's own best message."""
+"""How much more of them they must hold than the subject's own messages."""
 MIN_TERMS = 3
 """Fewer content terms say too little to tell whose account they copy: "Nate is a friend of the
 user." has one, "friend", which either of two friends may say."""
@@ -76,11 +76,11 @@ def borrowed_from(
     names, judged = transcript.names, without_dates(statement)
     if len(evidence_terms(judged, ignore=names)) < MIN_TERMS:
         return None
-    own = max((_share(judged, text, names) for text in subject_said), default=0.0)
+    own = _share(judged, subject_said, names)
     best: tuple[float, Attribution] | None = None
     for person in _other_humans(transcript, attribution):
         accounts = _own_accounts(transcript, person, first_person_only=True) or []
-        share = max((_share(judged, text, names) for text in accounts), default=0.0)
+        share = _share(judged, accounts, names)
         if best is None or share > best[0]:
             best = (share, person)
     if best is None or best[0] < BORROWED_SHARE or best[0] < own + MARGIN:
@@ -89,8 +89,9 @@ def borrowed_from(
     return Borrowed(owner=owner, moved=_moved(statement, opening, owner, transcript))
 
 
-def _share(statement: str, message: str, names: list[str]) -> float:
-    return support(statement, [message], names=names) or 0.0
+def _share(statement: str, messages: list[str], names: list[str]) -> float:
+    """The share of the statement's terms the messages hold together (0 in another script)."""
+    return (support(statement, messages, names=names) or 0.0) if messages else 0.0
 
 
 def _own_accounts(

@@ -81,6 +81,31 @@ def test_dates_the_extractor_wrote_are_not_counted_as_words() -> None:
     assert borrowed is not None and borrowed.owner == JOHN
 
 
+def test_an_account_told_over_several_messages_counts_as_one() -> None:
+    """Andrew told of a bird, then of eagles (half the fact's terms between them, a quarter in
+    each); the user only asked."""
+    birds = transcript_of(
+        snapshot(
+            turns=[
+                {
+                    "role": "assistant",
+                    "name": "Andrew",
+                    "content": "I love watching a bird soar.",
+                },
+                {"name": "Audrey", "content": "Me too! Do you have a favorite type of bird?"},
+                {
+                    "role": "assistant",
+                    "name": "Andrew",
+                    "content": "Eagles have always mesmerized me!",
+                },
+            ]
+        )
+    )
+    borrowed = borrowed_from("The user has a favorite type of bird, eagles.", CURRENT_USER, birds)
+    assert borrowed is not None
+    assert borrowed.moved == "Andrew has a favorite type of bird, eagles."
+
+
 def test_a_fact_of_fewer_than_three_terms_is_not_judged() -> None:
     """ "friend" alone could be either friend's word."""
     friends = two_friends({"content": "John is my best friend."})
