@@ -141,7 +141,7 @@ def _moved(statement: str, opening: str, owner: Attribution, transcript: Transcr
     again after the opening."""
     length = _opening_length(statement, opening)
     rest = statement[length:]
-    if any(name.casefold() in rest.casefold() for name in _names_of(owner, transcript)):
+    if any(_names(rest, name) for name in _names_of(owner, transcript)):
         return None
     if owner.kind == "current_user":
         chinese = _CJK.match(rest.lstrip()) is not None
@@ -154,6 +154,14 @@ def _opening_length(statement: str, opening: str) -> int:
         found = _USER_OPENING.match(statement.strip())
         return len(statement) - len(statement.lstrip()) + (found.end() if found else 0)
     return len(statement) - len(statement.lstrip()) + len(opening)
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `text` names `name`: as a whole word ("Sam", not "same"), or as written in
+    Chinese, which has no spaces."""
+    if _CJK.search(name):
+        return name in text
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def _names_of(person: Attribution, transcript: Transcript) -> list[str]:

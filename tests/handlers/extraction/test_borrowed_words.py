@@ -50,6 +50,19 @@ def test_a_fact_naming_its_owner_again_cannot_be_moved_and_is_dropped() -> None:
     assert borrowed.moved is None
 
 
+def test_a_word_containing_the_owners_name_is_not_naming_them() -> None:
+    """ "Johnson" does not name John: the fact is moved to him, not dropped."""
+    borrowed = borrowed_from(
+        "The user has been playing drums for a month now with Johnson, tough but fun.",
+        CURRENT_USER,
+        two_friends(),
+    )
+    assert borrowed is not None
+    assert (
+        borrowed.moved == "John has been playing drums for a month now with Johnson, tough but fun."
+    )
+
+
 def test_johns_fact_copied_from_the_users_account_is_moved_to_the_user() -> None:
     borrowed = borrowed_from("John went bowling and got 2 strikes.", JOHN, two_friends())
     assert borrowed is not None
