@@ -60,14 +60,15 @@ def invented_names(
 
 
 def names_the_user_as_another(statement: str, user_name: str | None) -> bool:
-    """Whether a fact about the current user names the user, by their own name, as someone else
-    after its opening: "The user is a collaborator of Calvin's." when the user is Calvin, "The
-    user has dogs named Audrey and Andrew." when the user is Audrey. Small models write such a
-    fact when they lose track of who is who; it is wrong whichever way it is read
-    (docs/architecture.md, "Speakers"). "The user's name is Calvin." goes too: the profile takes
-    the name from the messages. The name set beside the opening ("The user, Calvin, …", "用户王芳
-    …") is not counted. A Chinese name is matched as written, a Latin one as a whole word, case
-    aside."""
+    """Whether a fact about the current user, opening with them ("The user", "用户" or their
+    name), names the user again by their own name, as someone else: "The user is a collaborator
+    of Calvin's." when the user is Calvin, "The user has dogs named Audrey and Andrew." when the
+    user is Audrey. Small models write such a fact when they lose track of who is who; it is
+    wrong whichever way it is read (docs/architecture.md, "Speakers"). "The user's name is
+    Calvin." goes too: the profile takes the name from the messages. The name set beside the
+    opening ("The user, Calvin, …", "用户王芳…") is not counted, nor a fact that does not open
+    with the user ("Pepper chewed Maya's boots."). A Chinese name is matched as written, a Latin
+    one as a whole word, case aside."""
     if not user_name or not user_name.strip():
         return False
     name = user_name.strip()
@@ -76,11 +77,21 @@ def names_the_user_as_another(statement: str, user_name: str | None) -> bool:
     if opening is not None:
         text = text[opening.end() :]
         text = re.sub(rf"^[\s,\uff0c(\uff08]*{re.escape(name)}[\s,\uff0c)\uff09]*", " ", text)
-    elif text.casefold().startswith(name.casefold()):
+    elif _opens_with_name(text, name):
         text = text[len(name) :]
+    else:
+        return False  # "Pepper chewed Maya's boots.": the user named once, as themselves
     if detect_language([name]) == "zh":
         return name in text
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 _USER_OPENING = re.compile(r"(the user|user)(?![\w-])|该用户|用户", re.IGNORECASE)
+
+
+def _opens_with_name(text: str, name: str) -> bool:
+    if not text.casefold().startswith(name.casefold()):
+        return False
+    following = text[len(name) : len(name) + 1]
+    word_goes_on = bool(following) and (following.isalnum() or following in "-_")
+    return detect_language([name]) == "zh" or not word_goes_on

@@ -72,6 +72,7 @@ def test_a_users_fact_naming_the_user_as_someone_else_is_caught(
         ("The user, Calvin, lives in Boston.", "Calvin"),  # set beside the opening
         ("用户王芳在银行上班。", "王芳"),
         ("The user studies Calvinism.", "Calvin"),  # not the whole word
+        ("Pepper chewed Maya's hiking boots.", "Maya"),  # named once, as herself
         ("The user lives in Boston.", None),
     ],
 )
