@@ -1,5 +1,6 @@
 """Which memories of earlier LoCoMo runs `handlers.extraction.borrowed_words` would judge another
-speaker's, without a model: the memories a run kept, read again against their conversation.
+speaker's (and which `handlers.extraction.names.names_the_user_as_another` would drop), without
+a model: the memories a run kept, read again against their conversation.
 
     python -m bench.locomo.borrowed_probe --data locomo10.zip REPORT.json ... \
         [--exclude conv-26] [--show] [--out counts.json]
@@ -30,6 +31,7 @@ from bench.locomo.extraction_probe import snapshots
 from handlers.attribution import canonical_subject, subject_in_statement
 from handlers.extraction.borrowed_words import Borrowed, borrowed_from
 from handlers.extraction.drafts import support
+from handlers.extraction.names import names_the_user_as_another
 from handlers.extraction.transcript import Transcript, transcript_of
 
 
@@ -57,6 +59,11 @@ def judged(memory: str, transcripts: Sequence[Transcript]) -> Borrowed | None:
     return borrowed_from(memory, subject, transcript)
 
 
+_COUNTS = ("memories", "moved", "dropped", "names_the_user_as_another")
+"""What is counted per conversation: the memories read, those the borrowed-words rule moves or
+drops, and those `names_the_user_as_another` drops (speaker A is the user)."""
+
+
 def probe(
     reports: Sequence[dict[str, Any]], samples: dict[str, Sample], exclude: set[str], show: bool
 ) -> dict[str, Any]:
@@ -73,13 +80,17 @@ def probe(
                 for session in sample.sessions
                 for snapshot in snapshots(sample, session, 0)
             ]
-            row = counts.setdefault(conversation, {"memories": 0, "moved": 0, "dropped": 0})
+            row = counts.setdefault(conversation, dict.fromkeys(_COUNTS, 0))
             types = result.get("memory_types") or ["semantic"] * len(result["memory_texts"])
             for memory, memory_type in zip(result["memory_texts"], types, strict=True):
                 if memory_type != "semantic" or (conversation, memory) in seen:
                     continue
                 seen.add((conversation, memory))
                 row["memories"] += 1
+                if names_the_user_as_another(memory, sample.speaker_a):
+                    row["names_the_user_as_another"] += 1
+                    if show:
+                        print(f"{conversation} | {memory}\n    -> names the user again (dropped)")
                 borrowed = judged(memory, transcripts)
                 if borrowed is None:
                     continue
@@ -89,9 +100,7 @@ def probe(
                         f"{conversation} | {memory}\n    -> {borrowed.owner.subject}: "
                         f"{borrowed.moved or '(dropped)'}"
                     )
-    total = {
-        key: sum(row[key] for row in counts.values()) for key in ("memories", "moved", "dropped")
-    }
+    total = {key: sum(row[key] for row in counts.values()) for key in _COUNTS}
     return {"conversations": counts, "total": total}
 
 

@@ -30,7 +30,12 @@ def test_a_users_memory_in_the_other_speakers_words_is_counted_as_moved(tmp_path
     out = tmp_path / "counts.json"
     assert main([str(path), "--data", str(SYNTHETIC), "--exclude", "", "--out", str(out)]) == 0
     counts = json.loads(out.read_text())
-    assert counts["total"] == {"memories": 2, "moved": 1, "dropped": 0}
+    assert counts["total"] == {
+        "memories": 2,
+        "moved": 1,
+        "dropped": 0,
+        "names_the_user_as_another": 0,
+    }
 
 
 def test_excluded_conversations_are_not_read(tmp_path: Path) -> None:
@@ -38,7 +43,12 @@ def test_excluded_conversations_are_not_read(tmp_path: Path) -> None:
     path.write_text(json.dumps(report("The user got accepted into a master's program.")))
     out = tmp_path / "counts.json"
     main([str(path), "--data", str(SYNTHETIC), "--exclude", "synthetic-1", "--out", str(out)])
-    assert json.loads(out.read_text())["total"] == {"memories": 0, "moved": 0, "dropped": 0}
+    assert json.loads(out.read_text())["total"] == {
+        "memories": 0,
+        "moved": 0,
+        "dropped": 0,
+        "names_the_user_as_another": 0,
+    }
 
 
 def test_episodes_are_left_out_when_the_report_lists_memory_types(tmp_path: Path) -> None:
@@ -49,4 +59,17 @@ def test_episodes_are_left_out_when_the_report_lists_memory_types(tmp_path: Path
     path, out = tmp_path / "report.json", tmp_path / "counts.json"
     path.write_text(json.dumps(data))
     main([str(path), "--data", str(SYNTHETIC), "--exclude", "", "--out", str(out)])
-    assert json.loads(out.read_text())["total"] == {"memories": 1, "moved": 1, "dropped": 0}
+    assert json.loads(out.read_text())["total"] == {
+        "memories": 1,
+        "moved": 1,
+        "dropped": 0,
+        "names_the_user_as_another": 0,
+    }
+
+
+def test_a_memory_naming_the_user_again_is_counted(tmp_path: Path) -> None:
+    """Maya is the user."""
+    path, out = tmp_path / "report.json", tmp_path / "counts.json"
+    path.write_text(json.dumps(report("The user is a running partner of Maya's sister.")))
+    main([str(path), "--data", str(SYNTHETIC), "--exclude", "", "--out", str(out)])
+    assert json.loads(out.read_text())["total"]["names_the_user_as_another"] == 1
