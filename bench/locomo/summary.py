@@ -11,7 +11,8 @@ run (the same prompt, model and seed), so its transcript figures are read from a
 of the same conversation and sessions given with `--transcript`. `--before` names earlier runs
 to count, per conversation, the answers that scored higher and lower since. Totals weigh every
 question alike (a conversation of 35 questions counts 35 times one of 23), as the per-run
-figures do. Public reports (`--public-out`) are enough: only scores are read.
+figures do. A conversation in several of the reports counts once, from the last report that
+holds it. Public reports (`--public-out`) are enough: only scores are read.
 """
 
 from __future__ import annotations
@@ -108,20 +109,18 @@ def summarize(
         for key, sample in _samples(report).items()
         if (scores := _scores(sample, way)) is not None
     }
+    latest = {key: sample for report in reports for key, sample in _samples(report).items()}
     rows, ours_all, transcript_all, ours_with_transcript = [], [], [], []
-    for report in reports:
-        for key, sample in _samples(report).items():
-            ours = _scores(sample, way)
-            if ours is None:
-                raise ValueError(f"{key[0]}: the report has no answers of {way!r}")
-            transcript = transcript_scores.get(key)
-            rows.append(
-                conversation_summary(key, ours, transcript, before_scores.get(key), way=way)
-            )
-            ours_all += ours
-            if transcript is not None:
-                transcript_all += transcript
-                ours_with_transcript += ours
+    for key, sample in latest.items():
+        ours = _scores(sample, way)
+        if ours is None:
+            raise ValueError(f"{key[0]}: the report has no answers of {way!r}")
+        transcript = transcript_scores.get(key)
+        rows.append(conversation_summary(key, ours, transcript, before_scores.get(key), way=way))
+        ours_all += ours
+        if transcript is not None:
+            transcript_all += transcript
+            ours_with_transcript += ours
     total = conversation_summary(("all", 0), ours_all, None, None, way=way)
     total.pop("sessions")
     total["conversations"] = len(rows)

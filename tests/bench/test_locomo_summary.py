@@ -80,3 +80,16 @@ def test_the_command_prints_a_table_and_writes_the_summary(
     assert main([str(path), "--out", str(out)]) == 0
     assert "| conv-1 (1) | 0.500 | 1.000 | 0.50x | 100 (0.25x) |" in capsys.readouterr().out
     assert out.exists()
+
+
+def test_a_conversation_in_two_reports_counts_once_from_the_last() -> None:
+    summary = summarize(
+        [
+            report("conv-1", [0.0], transcript=[1.0]),
+            report("conv-2", [1.0], transcript=[1.0]),
+            report("conv-1", [1.0], transcript=[1.0]),
+        ]
+    )
+    assert [row["conversation"] for row in summary["conversations"]] == ["conv-1", "conv-2"]
+    assert summary["conversations"][0]["f1"] == 1.0
+    assert summary["total"]["questions"] == 2 and summary["total"]["f1"] == 1.0
