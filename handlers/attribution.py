@@ -83,6 +83,7 @@ def _key(subject: str) -> str:
 
 
 _STATEMENT_USER_OPENINGS = ("the user", "user", "用户", "該用户", "该用户")
+_USER_OPENINGS_LONGEST_FIRST = sorted(_STATEMENT_USER_OPENINGS, key=len, reverse=True)
 _STATEMENT_ASSISTANT_OPENINGS = ("the assistant", "the ai assistant", "assistant", "助手", "ai助手")
 
 
@@ -111,8 +112,34 @@ def _opens_with(text: str, opening: str) -> bool:
     if not text.startswith(opening):
         return False
     rest = text[len(opening) :]
-    continues_word = rest[:1].isascii() and (rest[:1].isalnum() or rest[:1] == "_")
+    continues_word = rest[:1].isascii() and (rest[:1].isalnum() or rest[:1] in ("_", "-"))
     return not opening.isascii() or not continues_word
+
+
+def opens_with(text: str, opening: str) -> bool:
+    """Whether `text` opens with `opening`, case aside: a Latin opening as a whole word ("John"
+    opens "John's dog …", not "Johnny …" nor "John-Paul …"); a Chinese one as written, which
+    has no spaces."""
+    return _opens_with(text.casefold(), opening.casefold())
+
+
+def user_opening_length(statement: str) -> int:
+    """How many characters at the start of `statement` name the current user ("The user",
+    "user", "用户", "该用户"), as `subject_in_statement` reads them; 0 when it does not open
+    with the user."""
+    text = statement.casefold()
+    for opening in _USER_OPENINGS_LONGEST_FIRST:
+        if _opens_with(text, opening):
+            return len(opening)
+    return 0
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether `text` names `name` anywhere: a Latin name as a whole word, case aside ("Sam",
+    not "same" nor "Sam-Ann"); a Chinese name as written."""
+    if _CJK_RUN.search(name):
+        return name in text
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def with_user_as_subject(statement: str, user_name: str | None) -> str:

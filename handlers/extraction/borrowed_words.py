@@ -34,7 +34,9 @@ from handlers.attribution import (
     Attribution,
     canonical_subject,
     evidence_terms,
+    mentions,
     subject_in_statement,
+    user_opening_length,
 )
 from handlers.extraction.dates import without_dates
 from handlers.extraction.drafts import in_first_person, support
@@ -52,7 +54,6 @@ user." has one, "friend", which either of two friends may say."""
 _SENTENCE = re.compile(r"[^.!?\u3002\uff01\uff1f]+[.!?\u3002\uff01\uff1f]*")
 _QUESTION_MARKS = ("?", "\uff1f")
 _CJK = re.compile(f"[{CJK_IDEOGRAPHS}]")
-_USER_OPENING = re.compile(r"^(the user|user|该用户|用户)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def _moved(statement: str, opening: str, owner: Attribution, transcript: Transcr
     again after the opening."""
     length = _opening_length(statement, opening)
     rest = statement[length:]
-    if any(_names(rest, name) for name in _names_of(owner, transcript)):
+    if any(mentions(rest, name) for name in _names_of(owner, transcript)):
         return None
     if owner.kind == "current_user":
         chinese = _CJK.match(rest.lstrip()) is not None
@@ -150,18 +151,10 @@ def _moved(statement: str, opening: str, owner: Attribution, transcript: Transcr
 
 
 def _opening_length(statement: str, opening: str) -> int:
+    indent = len(statement) - len(statement.lstrip())
     if opening == USER_SUBJECT:
-        found = _USER_OPENING.match(statement.strip())
-        return len(statement) - len(statement.lstrip()) + (found.end() if found else 0)
-    return len(statement) - len(statement.lstrip()) + len(opening)
-
-
-def _names(text: str, name: str) -> bool:
-    """Whether `text` names `name`: as a whole word ("Sam", not "same"), or as written in
-    Chinese, which has no spaces."""
-    if _CJK.search(name):
-        return name in text
-    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+        return indent + user_opening_length(statement.lstrip())
+    return indent + len(opening)
 
 
 def _names_of(person: Attribution, transcript: Transcript) -> list[str]:

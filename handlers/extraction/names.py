@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from handlers.attribution import mentions, opens_with, user_opening_length
 from handlers.rendering import detect_language
 
 _APOSTROPHES = "'\u2019"
@@ -73,25 +74,12 @@ def names_the_user_as_another(statement: str, user_name: str | None) -> bool:
         return False
     name = user_name.strip()
     text = statement.strip()
-    opening = _USER_OPENING.match(text)
-    if opening is not None:
-        text = text[opening.end() :]
+    opening = user_opening_length(text)
+    if opening:
+        text = text[opening:]
         text = re.sub(rf"^[\s,\uff0c(\uff08]*{re.escape(name)}[\s,\uff0c)\uff09]*", " ", text)
-    elif _opens_with_name(text, name):
+    elif opens_with(text, name):
         text = text[len(name) :]
     else:
         return False  # "Pepper chewed Maya's boots.": the user named once, as themselves
-    if detect_language([name]) == "zh":
-        return name in text
-    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
-
-
-_USER_OPENING = re.compile(r"(the user|user)(?![\w-])|该用户|用户", re.IGNORECASE)
-
-
-def _opens_with_name(text: str, name: str) -> bool:
-    if not text.casefold().startswith(name.casefold()):
-        return False
-    following = text[len(name) : len(name) + 1]
-    word_goes_on = bool(following) and (following.isalnum() or following in "-_")
-    return detect_language([name]) == "zh" or not word_goes_on
+    return mentions(text, name)

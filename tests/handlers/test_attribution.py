@@ -123,11 +123,13 @@ from handlers.attribution import subject_in_statement, with_user_as_subject  # n
         ("用户在 Stripe 工作。", "the user"),
         ("John is a nurse in Berlin.", "John"),
         ("Johnny is a nurse.", None),  # a longer name is not John
+        ("John-Paul is a nurse.", None),  # nor a hyphenated one
         ("Tim lives in Lisbon.", "Tim"),
         ("The assistant recommended a café.", "assistant"),
         ("助手推荐了一家咖啡馆。", "assistant"),
         ("Lisbon is sunny.", None),
         ("Users often forget passwords.", None),
+        ("User-friendly apps sell.", None),
     ],
 )
 def test_subject_in_statement(statement: str, expected: str | None) -> None:
@@ -154,3 +156,58 @@ def test_an_ideograph_outside_the_basic_block_is_part_of_its_chinese_run() -> No
     # 䶮 (U+4DAE) is in Extension A: the pairs around it are terms like any other.
     assert {"刘䶮", "䶮爱", "爱喝", "喝茶"} <= evidence_terms("刘䶮爱喝茶")
     assert rests_on("刘䶮爱喝茶。", ["我是刘䶮"], names=[])
+
+
+# --- how a statement names a person: its opening, and anywhere --------------------------------
+
+from handlers.attribution import mentions, opens_with, user_opening_length  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("statement", "length"),
+    [
+        ("The user works at Stripe.", len("The user")),
+        ("THE USER's dog barks.", len("THE USER")),
+        ("user likes tea.", len("user")),
+        ("该用户在杭州工作。", len("该用户")),
+        ("用户在杭州工作。", len("用户")),
+        ("Users often forget passwords.", 0),
+        ("The user-facing app sells.", 0),
+        ("Tim works at Stripe.", 0),
+    ],
+)
+def test_user_opening_length_counts_the_words_naming_the_user_at_the_start(
+    statement: str, length: int
+) -> None:
+    assert user_opening_length(statement) == length
+
+
+@pytest.mark.parametrize(
+    ("text", "opening", "expected"),
+    [
+        ("john's dog barks.", "John", True),
+        ("Johnny is a nurse.", "John", False),
+        ("John-Paul is a nurse.", "John", False),
+        ("李雷在杭州工作。", "李雷", True),
+    ],
+)
+def test_opens_with_takes_a_latin_opening_as_a_whole_word(
+    text: str, opening: str, expected: bool
+) -> None:
+    assert opens_with(text, opening) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("went to a car show with Dave.", "Dave", True),
+        ("went to a car show with dave.", "Dave", True),
+        ("is the same as before.", "Sam", False),
+        ("met Sam-Ann there.", "Sam", False),
+        ("和李雷一起去了杭州。", "李雷", True),
+    ],
+)
+def test_mentions_finds_a_latin_name_only_as_a_whole_word(
+    text: str, name: str, expected: bool
+) -> None:
+    assert mentions(text, name) is expected
