@@ -36,7 +36,8 @@ from streams.retrying import through_outages
 log = logging.getLogger(__name__)
 
 Read = Callable[..., Awaitable[Any]]
-"""A read-model call made in a thread, through outages (`ExtractionStage._read`)."""
+"""A read-model call made in a thread, through outages
+(`streams.stage_memories.StageMemories.read`)."""
 
 
 async def consolidate(

@@ -18,16 +18,16 @@ Many records are in flight at once, one user's strictly in order (`streams.consu
 `streams.concurrency`): the LLM calls are bounded per worker (`streams.models.BoundedChat`),
 the embedder batched. The user's memories are the read model's with this stage's own
 unprojected records laid over them (`handlers.known_state`), so the stage keeps no history of
-its own. Every call to the LLM, the embedder, MongoDB and the broker waits outages out
-(`streams.retrying`). Results go to the memories-topic partition with the input's partition
-number (both topics are keyed by user and have the same partition count).
+its own; what it knows of them, and its reconciliation, is `streams.stage_memories`. Every call
+to the LLM, the embedder, MongoDB and the broker waits outages out (`streams.retrying`).
+Results go to the memories-topic partition with the input's partition number (both topics are
+keyed by user and have the same partition count).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -36,11 +36,10 @@ import faust
 
 from events.consolidations import MemoryConsolidationRequested
 from events.forgetting import MemoryExpired, MemoryForgotten, SessionsForgotten, UserForgotten
-from events.memories import MemoryEvent, MemoryType, Provenance
+from events.memories import MemoryType
 from events.rollbacks import MemoryRollbackRequested
 from events.saves import MemorySaveRequested
 from events.snapshots import SnapshotExtracted, SnapshotPromoted
-from handlers import reconcile_prompt
 from handlers.dead_letters import Redrive, applies_to
 from handlers.expiry import with_expiry
 from handlers.extraction.base import ExtractionOutcome, Extractor, extract
@@ -63,12 +62,11 @@ from handlers.forgetting import (
     memories_to_forget,
 )
 from handlers.inputs import InvalidRecord, read_snapshots_record
-from handlers.known_memory import KnownMemory, KnownMemoryFacts
-from handlers.known_state import OwnRecord, with_own_records
-from handlers.ports import ChatAnswer, StageReadModel
-from handlers.reconcile import Answer, NewMemory, Question, Source, reconcile
+from handlers.known_memory import KnownMemoryFacts
+from handlers.known_state import OwnRecord
+from handlers.ports import StageReadModel
+from handlers.reconcile import NewMemory
 from handlers.sealing import KeyDestroyed
-from handlers.vectors import rounded
 from streams import metrics
 from streams.app import faust_app, raw_table, raw_topic
 from streams.budget import BudgetGate
@@ -79,7 +77,7 @@ from streams.expiry_timer import ExpiryTimer
 from streams.faults import fault_point
 from streams.forget_lookahead import forgotten_ahead
 from streams.log_reader import KafkaLogReader
-from streams.models import BatchedEmbedder, BoundedChat, MemoryModels
+from streams.models import BoundedChat, MemoryModels
 from streams.own_decisions import OwnDecisions
 from streams.progress import TableProgress, guard_partitions
 from streams.records import InputRecord
@@ -88,6 +86,7 @@ from streams.rollbacks import roll_back
 from streams.sealing import NO_KEYS, StageKeys
 from streams.sending import sent_to
 from streams.settings import Clock, StreamSettings, utc_now
+from streams.stage_memories import StageMemories
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +138,9 @@ class ExtractionStage:
         self.llm = BoundedChat(
             models.llm, settings.llm_max_in_flight, memory_type=memory_type, name=models.llm_model
         )
-        self.embedder = BatchedEmbedder(models.embedder)
+        self.view = StageMemories(
+            self.name, memory_type, settings, models, read_model, self.own, self.llm
+        )
         self.applied = apply_or_dead_letter(
             self.apply, self.dead_letters, stage=self.name, clock=clock
         )
@@ -204,14 +205,17 @@ class ExtractionStage:
         if request.memory_type != self.memory_type:
             return
         event_id = save_result_id(request.event_id, self.memory_type)
-        if self.own.find(event_id) is not None or await self._read(
+        if self.own.find(event_id) is not None or await self.view.read(
             self.read_model.save_projected, event_id
         ):
             return
         what = f"{self.name} of save {request.event_id}"
-        (vector,) = await self._embedded([request.content.text])
-        decisions, asked = await self.reconciled(
-            [NewMemory(request.content, vector)], save_source(request), self._provenance(None), what
+        (vector,) = await self.view.embedded([request.content.text])
+        decisions, asked = await self.view.reconciled(
+            [NewMemory(request.content, vector)],
+            save_source(request),
+            self.view.provenance(None),
+            what,
         )
         retention = self.settings.retention.get(self.memory_type)
         decisions = with_expiry(decisions, retention=retention, requested=request.expires_at)
@@ -225,9 +229,9 @@ class ExtractionStage:
             memory_type=self.memory_type,
             own=self.own,
             read_model=self.read_model,
-            read=self._read,
-            known=self.known,
-            provenance=self._provenance(None),
+            read=self.view.read,
+            known=self.view.known,
+            provenance=self.view.provenance(None),
         )
         if result is not None:
             await self.write(record, result)
@@ -239,15 +243,15 @@ class ExtractionStage:
             enabled=self.extractor is not None,
             own=self.own,
             read_model=self.read_model,
-            read=self._read,
-            known=self.known,
+            read=self.view.read,
+            known=self.view.known,
             llm=self.llm,
-            embedded=self._embedded,
+            embedded=self.view.embedded,
             threshold=self.models.thresholds.cluster,
             adds_only=self.models.adds_only,
             attempts=self.settings.llm_attempts,
             max_answer_bytes=self.settings.extraction_limits.max_answer_bytes,
-            provenance=self._provenance(None),
+            provenance=self.view.provenance(None),
         )
         if result is not None:
             await self.write(record, result)
@@ -260,12 +264,12 @@ class ExtractionStage:
         written erases only what became known again meanwhile (`forget_again`)."""
         if not applies_to_type(request, self.memory_type):
             return
-        known: list[KnownMemoryFacts] = list((await self.known(request.user_id)).values())
+        known: list[KnownMemoryFacts] = list((await self.view.known(request.user_id)).values())
         if isinstance(request, SessionsForgotten | UserForgotten):
-            known = [*known, *await self._retired(request.user_id, known)]
+            known = [*known, *await self.view.retired(request.user_id, known)]
         canonical = forgotten_fact_id(request, self.memory_type)
         fact = memories_forgotten(request, self.memory_type, memories_to_forget(request, known))
-        if self.own.find(canonical) is not None or await self._read(
+        if self.own.find(canonical) is not None or await self.view.read(
             self.read_model.forget_projected, fact.request_id, canonical
         ):
             again = forget_again(request, self.memory_type, known)
@@ -274,14 +278,6 @@ class ExtractionStage:
             fact = again
         await self.write(record, fact)
         log.info("%s: forgot %d memories (%s request)", self.name, len(fact.memory_ids), fact.scope)
-
-    async def _retired(self, user_id: str, known: list[KnownMemoryFacts]) -> list[KnownMemoryFacts]:
-        """The user's memories of this type a consolidation retired (not current, so not in
-        `known`): forgetting their sessions or the user erases them too."""
-        held = {memory.memory_id for memory in known}
-        read = partial(self.read_model.memory_facts, retired=True)
-        facts: list[KnownMemoryFacts] = await self._read(read, user_id, self.memory_type)
-        return [fact for fact in facts if fact.memory_id not in held]
 
     # --- the parts of a record ------------------------------------------------------------
 
@@ -316,10 +312,12 @@ class ExtractionStage:
             if outcome.attempts > 1:
                 retries = metrics.LLM_RETRIES.labels(self.memory_type, self.models.llm_model)
                 retries.inc(outcome.attempts - 1)
-            vectors = await self._embedded([m.text for m in outcome.memories])
+            vectors = await self.view.embedded([m.text for m in outcome.memories])
             news = [NewMemory(c, v) for c, v in zip(outcome.memories, vectors, strict=True)]
-            stamp = self._provenance(extractor.prompt_version)
-            decisions, asked = await self.reconciled(news, snapshot_source(snapshot), stamp, what)
+            stamp = self.view.provenance(extractor.prompt_version)
+            decisions, asked = await self.view.reconciled(
+                news, snapshot_source(snapshot), stamp, what
+            )
             retention = self.settings.retention.get(self.memory_type)
             decisions = with_expiry(decisions, retention=retention)
         except Exception as exc:
@@ -344,49 +342,6 @@ class ExtractionStage:
             redrive_id=redrive.redrive_id if redrive else None,
         )
 
-    async def reconciled(
-        self, news: list[NewMemory], source: Source, stamp: Provenance, what: str
-    ) -> tuple[list[MemoryEvent], list[ChatAnswer]]:
-        """The decisions about `news`, and the answers of the LLM calls they took."""
-        answers: list[ChatAnswer] = []
-
-        async def ask(questions: Sequence[Question]) -> list[Answer | None]:
-            decided, given = await through_outages(
-                partial(
-                    reconcile_prompt.ask_all,
-                    self.llm,
-                    questions,
-                    attempts=self.settings.llm_attempts,
-                    max_answer_bytes=self.settings.extraction_limits.max_answer_bytes,
-                    per_call=self.models.questions_per_call,
-                ),
-                f"{what}: asking about {len(questions)} ambiguous memories",
-            )
-            answers.extend(given)
-            return decided
-
-        known = await self.known(source.user_id)
-        result = await reconcile(
-            self.memory_type,
-            news,
-            known.values(),
-            source=source,
-            provenance=stamp,
-            thresholds=self.models.thresholds,
-            ask=ask,
-            adds_only=self.models.adds_only,
-        )
-        for note in result.notes:
-            log.info("%s: %s", what, note)
-        return list(result.events), answers
-
-    async def known(self, user_id: str) -> dict[str, KnownMemory]:
-        """The user's current memories of this type: the read model's, then this stage's own
-        records it may not hold yet (taken first: see `streams.own_decisions`)."""
-        own: list[OwnRecord] = self.own.of_user(user_id)
-        stored = await self._read(self.read_model.current_memories, user_id, self.memory_type)
-        return with_own_records({m.memory_id: m for m in stored}, own)
-
     async def write(self, record: InputRecord, result: OwnRecord) -> None:
         """Send the record to the memories-topic partition of the input's number, wait for the
         ack, and keep it as this stage's own until the projector has it."""
@@ -402,7 +357,9 @@ class ExtractionStage:
         if self.own.find(event_id) is not None:
             log.warning("%s: adopting the result it wrote before (%s)", self.name, event_id)
             return True
-        holder = await self._read(self.read_model.extraction_holder, snapshot_id, self.memory_type)
+        holder = await self.view.read(
+            self.read_model.extraction_holder, snapshot_id, self.memory_type
+        )
         return holder == event_id if redriven else holder is not None
 
     async def _dead_letter_written_failure(
@@ -416,28 +373,10 @@ class ExtractionStage:
             failure = own.failure
         else:
             read = self.read_model.extraction_failure
-            failure = await self._read(read, snapshot_id, self.memory_type)
+            failure = await self.view.read(read, snapshot_id, self.memory_type)
         if failure:
             reason = failure_reason(failure, event_id, sealed=self.keys.seal)
             await self._dead_letter(record, reason)
-
-    async def _embedded(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
-        return [rounded(vector) for vector in await self.embedder.embed(texts)]
-
-    def _provenance(self, prompt_version: str | None) -> Provenance:
-        return Provenance(
-            prompt_version=prompt_version,
-            llm_model=self.models.llm_model,
-            embedding_model=self.models.embedder.model_name,
-            embedding_dimensions=self.models.embedder.dimension,
-            extractor=self.models.extractor,
-            extractor_digest=self.models.extractor_digest,
-        )
-
-    async def _read(self, read: Callable[..., Any], *args: Any) -> Any:
-        """A read-model call, in a thread, through outages."""
-        call: Callable[[], Awaitable[Any]] = partial(asyncio.to_thread, read, *args)
-        return await through_outages(call, f"{self.name}: reading the read model")
 
     async def _dead_letter(self, record: InputRecord, reason: str) -> None:
         await dead_letter(

@@ -2,8 +2,8 @@
 
 Wiring only: skip a request whose result is written already (kept as the stage's own, or
 projected), read the memory's stored versions — the stage's own unprojected records first, then
-the read model, as `ExtractionStage.known` does — and its current version, let
-`handlers.rollback` decide, write the one `MemoryRolledBack` record. A refusal is a record too
+the read model, as `streams.stage_memories.StageMemories.known` does — and its current version,
+let `handlers.rollback` decide, write the one `MemoryRolledBack` record. A refusal is a record too
 (`refused`), never a dead letter: the request is well formed, the memory just is not in a state
 to roll back, and the caller reads why.
 """
@@ -31,7 +31,8 @@ from streams.own_decisions import OwnDecisions
 log = logging.getLogger(__name__)
 
 Read = Callable[..., Awaitable[Any]]
-"""A read-model call made in a thread, through outages (`ExtractionStage._read`)."""
+"""A read-model call made in a thread, through outages
+(`streams.stage_memories.StageMemories.read`)."""
 
 
 async def roll_back(
