@@ -8,7 +8,8 @@ A SecantusDB update costs several inserts, so a document the batch creates is in
 with every later write of the batch to it applied in memory first. Four steps per *run*:
 
 1. **Plan**: each record's projection is run against a recorder that says yes to every claim,
-   listing the writes it asks for (`_Plan`) and so the ids its decisions depend on.
+   listing the writes it asks for (`projections.planning.Plan`) and so the ids its decisions
+   depend on.
 2. **Fetch**: one query per collection for those ids, with only the fields decisions read
    (fingerprints, claimed slots, a snapshot's turns), and one for the stored snapshots listing
    the batch's turns.
@@ -49,6 +50,7 @@ from handlers.failures import is_outage
 from projections.apply import apply_event
 from projections.deciding import ABSENT, Decider, Key, Queued, listed
 from projections.documents import Unsupported, condition_paths
+from projections.planning import Plan, planned
 from projections.store import (
     CONSOLIDATIONS,
     DEAD_LETTERS,
@@ -102,7 +104,7 @@ def project_batch(db: Db, batch: Sequence[Projected]) -> BatchOutcome:
     """Project `batch` in order, as `project` one record after the other would."""
     outcome = BatchOutcome([None] * len(batch))
 
-    plans = [_plan(event, partition) for event, partition in batch]
+    plans = [planned(event, partition) for event, partition in batch]
     start = 0
     for index, plan in enumerate(plans):
         if plan.erases:
@@ -112,132 +114,6 @@ def project_batch(db: Db, batch: Sequence[Projected]) -> BatchOutcome:
             start = index + 1
     _project_run(db, batch, plans, range(start, len(batch)), outcome)
     return outcome
-
-
-# -- 1. plan -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Write:
-    method: str
-    arguments: dict[str, Any]
-
-
-@dataclass
-class _Plan:
-    """The writes a record's projection asks for if every claim it makes holds."""
-
-    writes: list[_Write] = field(default_factory=list)
-    erases: bool = False
-    error: Exception | None = None
-    """What the projection raised after those writes (poison of its own, not a write's)."""
-
-
-class _Erases(Exception):
-    """The projection deletes or reads: it is projected on its own."""
-
-
-class _Recorder:
-    """A `Writes` that records what is asked of it; every claim holds."""
-
-    def __init__(self) -> None:
-        self.plan = _Plan()
-
-    def _record(self, method: str, **arguments: Any) -> None:
-        self.plan.writes.append(_Write(method, arguments))
-
-    def insert_once(
-        self, collection: str, doc_id: str, document: dict[str, Any], fingerprint: str
-    ) -> None:
-        self._record(
-            "insert_once",
-            collection=collection,
-            doc_id=doc_id,
-            document=document,
-            fingerprint=fingerprint,
-        )
-
-    def update(
-        self,
-        collection: str,
-        selector: dict[str, Any],
-        change: dict[str, Any],
-        *,
-        upsert: bool = False,
-        many: bool = False,
-        collision: str | None = None,
-    ) -> None:
-        self._record(
-            "update",
-            collection=collection,
-            selector=selector,
-            change=change,
-            upsert=upsert,
-            many=many,
-            collision=collision,
-        )
-
-    def claim(
-        self,
-        collection: str,
-        doc_id: str,
-        slot: str,
-        record: dict[str, Any],
-        fingerprint: str,
-        *,
-        created: dict[str, Any] | None = None,
-    ) -> bool:
-        self._record(
-            "claim",
-            collection=collection,
-            doc_id=doc_id,
-            slot=slot,
-            record=record,
-            fingerprint=fingerprint,
-            created=created,
-        )
-        return True
-
-    def replace_failed(
-        self,
-        collection: str,
-        doc_id: str,
-        slot: str,
-        record: dict[str, Any],
-        fingerprint: str,
-        *,
-        created: dict[str, Any] | None = None,
-    ) -> bool:
-        self._record(
-            "replace_failed",
-            collection=collection,
-            doc_id=doc_id,
-            slot=slot,
-            record=record,
-            fingerprint=fingerprint,
-            created=created,
-        )
-        return True
-
-    def link_turn(self, turn_id: str) -> None:
-        self._record("link_turn", turn_id=turn_id)
-
-    def delete(self, collection: str, selector: dict[str, Any]) -> int:
-        raise _Erases
-
-    def ids(self, collection: str, selector: dict[str, Any], field: str = "_id") -> list[Any]:
-        raise _Erases
-
-
-def _plan(event: AnyEvent, partition: int | None) -> _Plan:
-    recorder = _Recorder()
-    try:
-        apply_event(recorder, event, partition=partition)
-    except _Erases:
-        recorder.plan.erases = True
-    except Exception as exc:  # the projection's own poison: raised after its earlier writes
-        recorder.plan.error = exc
-    return recorder.plan
 
 
 # -- 2. fetch ----------------------------------------------------------------------------------
@@ -255,7 +131,7 @@ class _Wanted:
         self.fields.setdefault(collection, set()).update(fields)
 
 
-def _wanted(plans: Sequence[_Plan]) -> _Wanted:
+def _wanted(plans: Sequence[Plan]) -> _Wanted:
     """The documents a decision reads — those inserted once or claimed, the turns linked, a
     conditional upsert's — and those the run writes several times on conditions (a profile's
     fields, set by every named turn and profile fact), whose writes the batch then decides and
@@ -296,7 +172,7 @@ def _wanted(plans: Sequence[_Plan]) -> _Wanted:
     return wanted
 
 
-def _fetch(db: Db, plans: Sequence[_Plan]) -> Decider:
+def _fetch(db: Db, plans: Sequence[Plan]) -> Decider:
     """A decider knowing what the database holds of every document the run decides about."""
     wanted = _wanted(plans)
     known: dict[Key, dict[str, Any] | None] = {}
@@ -323,7 +199,7 @@ def _outermost(fields: set[str]) -> list[str]:
 # -- 3. decide ---------------------------------------------------------------------------------
 
 
-def _decide(decider: Decider, projected: Projected, plan: _Plan) -> Exception | None:
+def _decide(decider: Decider, projected: Projected, plan: Plan) -> Exception | None:
     """Replay `plan` through `decider`; the record's error (None if it was projected)."""
     results: list[Any] = []
     for write in plan.writes:
@@ -452,7 +328,7 @@ def _link_meanwhile(db: Db, decider: Decider) -> int:
 
 
 def _project_run(
-    db: Db, batch: Sequence[Projected], plans: Sequence[_Plan], run: range, outcome: BatchOutcome
+    db: Db, batch: Sequence[Projected], plans: Sequence[Plan], run: range, outcome: BatchOutcome
 ) -> None:
     """Project the records `run` of `batch` (none of which erases) in bulk."""
     if not run:
