@@ -341,6 +341,7 @@ async def evaluate(
             "memory_types": list(settings.memory.extraction.enabled),
             "window_max_messages": settings.window.max_messages,
             "rerank_past_messages": settings.memory.rerank_past_messages,
+            "local_repeatable": settings.llm.local_repeatable,
             **extraction_totals(results),
         },
         "answer_llm": {way: chat.usage() for way, chat in by_way.items()},

@@ -71,17 +71,20 @@ def pipeline_on(
 
 
 @contextlib.contextmanager
-def local_model(size: str, log_dir: Path) -> Iterator[dict[str, str]]:
-    """The packaged local model (`small` or `large`), under the model lock; the workers' LLM
-    environment (its endpoint and model name)."""
-    from memstream.runtime.llm_choice import PROMPT_CACHE
+def local_model(size: str, log_dir: Path, *, repeatable: bool = False) -> Iterator[dict[str, str]]:
+    """The packaged local model (`small` or `large`), under the model lock, with its prompt
+    cache or, when `repeatable`, every prompt evaluated whole (`llm.local_repeatable`); the
+    workers' LLM environment (its endpoint and model name)."""
+    from memstream.runtime.llm_choice import PROMPT_CACHE, REPEATABLE
     from memstream.runtime.local.llm import MODELS, start_local_llm
 
     log_dir.mkdir(parents=True, exist_ok=True)
     with (
         llama_lock(),
         start_local_llm(
-            MODELS[size], log_path=log_dir / "local-llm.log", extra_args=PROMPT_CACHE
+            MODELS[size],
+            log_path=log_dir / "local-llm.log",
+            extra_args=REPEATABLE if repeatable else PROMPT_CACHE,
         ) as server,
     ):
         yield {

@@ -32,6 +32,11 @@ embedded one is started (Tansu in memory, SecantusDB, every stage worker, and th
 if no `OPENAI_BASE_URL` is configured — taken under the machine's model lock), with a window
 that makes each LoCoMo session one snapshot and the memory types of `--types`.
 
+With ``MEMSTREAM_LOCAL_LLM_REPEATABLE=true`` the local model evaluates every prompt whole, so
+extraction gets the same answers whatever order the stages' requests reach it in, and two runs
+of one commit extract the same memories (slower; the report says which:
+`extraction.local_repeatable`).
+
 The packaged local model reads 4,096 tokens at most: a whole-transcript answer of more than
 about four LoCoMo sessions does not fit it (use `--sessions`, or an endpoint with a longer
 context).
@@ -103,7 +108,7 @@ def _answer_model_only(
         return
     from bench.locomo.harness import local_model
 
-    with local_model("large", log_dir) as llm_environment:
+    with local_model("large", log_dir, repeatable=settings.llm.local_repeatable) as llm_environment:
         yield load_settings(environ={**environ, **llm_environment}), "none (full context only)"
 
 

@@ -9,6 +9,7 @@ Environment variables (they win over the file):
 | MONGODB_URI, MONGODB_DATABASE | mongodb.uri (unset: embedded server), mongodb.database |
 | OPENAI_BASE_URL, OPENAI_API_KEY, MEMSTREAM_LLM_MODEL | llm.base_url, llm.api_key, llm.model |
 | MEMSTREAM_LOCAL_LLM (auto, small, large, off) | llm.local (used when no endpoint is set) |
+| MEMSTREAM_LOCAL_LLM_REPEATABLE (true, false) | llm.local_repeatable |
 | MEMSTREAM_EXTRACTOR | extractor (a name under extractors; memstream.extractors) |
 | MEMSTREAM_LLM_TEMPERATURE | llm.temperature |
 | MEMSTREAM_LLM_MAX_IN_FLIGHT | llm.max_in_flight (LLM calls in flight per worker) |
@@ -99,6 +100,7 @@ _ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "OPENAI_API_KEY": ("llm", "api_key"),
     "MEMSTREAM_LLM_MODEL": ("llm", "model"),
     "MEMSTREAM_LOCAL_LLM": ("llm", "local"),
+    "MEMSTREAM_LOCAL_LLM_REPEATABLE": ("llm", "local_repeatable"),
     "MEMSTREAM_LLM_TIMEOUT": ("llm", "timeout_seconds"),
     "MEMSTREAM_LLM_TEMPERATURE": ("llm", "temperature"),
     "MEMSTREAM_LLM_MAX_IN_FLIGHT": ("llm", "max_in_flight"),

@@ -172,6 +172,10 @@ class LLMSettings(Section):
     local: Literal["auto", "small", "large", "off"] = "auto"
     """With no endpoint configured, `up`/`demo` start a local llama.cpp server with a packaged
     model (`auto` = `large`, or the GGUF file `MEMSTREAM_LOCAL_MODEL`); `off` refuses instead."""
+    local_repeatable: bool = False
+    """The local server evaluates every prompt whole, from an empty context: the same request
+    gets the same answer whatever was asked before it, slower (no prompt reused; for benchmarks
+    that compare runs; `memstream.runtime.local.llama_server`, "Repeatable answers")."""
 
     @property
     def configured(self) -> bool:

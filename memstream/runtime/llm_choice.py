@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,16 @@ keeps one state per prompt kind (five: four types, reconciliation) and no logits
 384 MiB bound counts every byte a state holds (five states of 2,300 tokens with the 1.5B model);
 no logits are computed for prompt tokens either (``--logits_all false``: memstream asks for no
 logprobs). Measured: bench/prompt_cache.py, BENCHMARKS.md "Prompt cache"."""
+
+REPEATABLE = ("--logits_all", "false", "--repeatable")
+"""Every prompt evaluated whole, from an empty context, and no prompt cache: the same request
+gets the same answer whatever was asked before it (`llm.local_repeatable`;
+`memstream.runtime.local.llama_server`, "Repeatable answers")."""
+
+
+def local_server_args(settings: Settings) -> tuple[str, ...]:
+    """The local server's extra command line: the prompt cache, or repeatable answers."""
+    return REPEATABLE if settings.llm.local_repeatable else PROMPT_CACHE
 
 
 def wants_local_llm(settings: Settings) -> bool:
@@ -57,7 +67,8 @@ def local_llm(settings: Settings, log_dir: Path) -> Iterator[LocalLLM]:
     if not wants_local_llm(settings):
         yield LocalLLM({})
         return
-    with start_local_model(local_spec(settings), log_dir) as server:
+    args = local_server_args(settings)
+    with start_local_model(local_spec(settings), log_dir, extra_args=args) as server:
         yield LocalLLM(local_llm_worker_environment(server.base_url, server.model), server)
 
 
@@ -68,7 +79,9 @@ def local_spec(settings: Settings) -> ModelSpec:
     return DEFAULT_MODEL if settings.llm.local in ("auto", "off") else MODELS[settings.llm.local]
 
 
-def start_local_model(spec: ModelSpec, log_dir: Path) -> LocalLLMServer:
+def start_local_model(
+    spec: ModelSpec, log_dir: Path, *, extra_args: Sequence[str] = PROMPT_CACHE
+) -> LocalLLMServer:
     """Start the local server of `spec` (or of `$MEMSTREAM_LOCAL_MODEL`), saying so on stderr;
     the caller stops it (or uses it in a `with` block)."""
     from memstream.runtime.local.llm import MODEL_ENV, start_local_llm
@@ -81,7 +94,7 @@ def start_local_model(spec: ModelSpec, log_dir: Path) -> LocalLLMServer:
         spec,
         progress=_progress_printer(),
         log_path=log_dir / "local-llm.log",
-        extra_args=PROMPT_CACHE,
+        extra_args=extra_args,
     )
     print(
         f"local LLM ready in {time.monotonic() - started:.1f}s at {server.base_url}",

@@ -160,6 +160,7 @@ class LocalModelFollower:
     def __call__(self) -> None:
         from memstream.runtime.llm_choice import (
             local_llm_worker_environment,
+            local_server_args,
             local_spec,
             start_local_model,
             wants_local_llm,
@@ -174,7 +175,8 @@ class LocalModelFollower:
         spec = local_spec(lineage)
         if spec.alias == self.server.model:
             return
-        old, self.server = self.server, start_local_model(spec, self.log_dir)
+        started = start_local_model(spec, self.log_dir, extra_args=local_server_args(lineage))
+        old, self.server = self.server, started
         self._started.append(self.server)
         environment = local_llm_worker_environment(self.server.base_url, self.server.model)
         for process in self.pipeline.processes.values():

@@ -43,6 +43,19 @@ What this cache does instead (`BoundedPromptCache`):
   byte bound is the backstop.
 
 With ``--logits_all true`` (logprobs) the logits are kept, and counted.
+
+**Repeatable answers** (``--repeatable``, this module's own flag; no prompt cache then). A
+greedy answer (temperature 0) of llama.cpp depends on how its prompt was evaluated, not only on
+the prompt: llama-cpp-python keeps the last request's evaluated tokens and evaluates only what a
+new prompt adds to the prefix they share, and the logits of a token evaluated in another batch
+differ in their last bits -- enough for a 1.5B model to answer the same extraction prompt with 20
+facts cut at the token limit when asked first, 8 after another snapshot's prompt and 7 after
+itself (BENCHMARKS.md, "Repeatable answers"). So the answer to a request depends on the request
+before it, and in a pipeline whose stages call one server the order of requests varies from run
+to run. With ``--repeatable`` every completion starts from an empty context and evaluates its
+whole prompt from the first token, in the same batches each time: the same request gets the
+same answer whatever came before, at the price of evaluating the shared system prompt again
+each time. For benchmarks that compare runs; serving is faster without it.
 """
 
 from __future__ import annotations
@@ -107,14 +120,43 @@ class BoundedPromptCache(LlamaRAMCache):
         super().__setitem__(tokens, kept)
 
 
-def _parse(argv: Sequence[str] | None) -> tuple[Any, Any]:
+REPEATABLE_FLAG = "--repeatable"
+"""Every completion from an empty context (see the module docstring)."""
+
+
+def from_an_empty_context(model: Llama) -> None:
+    """Make every chat and text completion of `model` start from an empty context, so its
+    whole prompt is evaluated from the first token each time (see the module docstring). The
+    server runs one completion at a time (its model lock), so nothing runs in between."""
+    chat, text = model.create_chat_completion, model.create_completion
+
+    def chat_from_empty(*args: Any, **kwargs: Any) -> Any:
+        model.reset()  # type: ignore[no-untyped-call]
+        return chat(*args, **kwargs)
+
+    def text_from_empty(*args: Any, **kwargs: Any) -> Any:
+        model.reset()  # type: ignore[no-untyped-call]
+        return text(*args, **kwargs)
+
+    model.create_chat_completion = chat_from_empty  # type: ignore[method-assign]
+    model.create_completion = text_from_empty  # type: ignore[method-assign]
+
+
+def _parse(argv: Sequence[str] | None) -> tuple[Any, Any, bool]:
     from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
     from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_args_from_model(parser, Settings)
+    parser.add_argument(REPEATABLE_FLAG, action="store_true", help="answers independent of order")
     args = parser.parse_args(argv)
-    return parse_model_from_args(ServerSettings, args), parse_model_from_args(ModelSettings, args)
+    repeatable = bool(args.repeatable)
+    del args.repeatable
+    server, model = (
+        parse_model_from_args(ServerSettings, args),
+        parse_model_from_args(ModelSettings, args),
+    )
+    return server, model, repeatable
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -122,9 +164,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     import uvicorn
     from llama_cpp.server import app as server_app
 
-    server_settings, model_settings = _parse(argv)
+    server_settings, model_settings, repeatable = _parse(argv)
     cache_size = int(model_settings.cache_size)
-    wants_cache = bool(model_settings.cache)
+    wants_cache = bool(model_settings.cache) and not repeatable
     model_settings.cache = False  # the stock cache is never built; ours is set below
     app = server_app.create_app(server_settings=server_settings, model_settings=[model_settings])
     alias = str(model_settings.model_alias or model_settings.model)
@@ -134,10 +176,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         return {"status": "ok", "model": alias}
 
     app.add_api_route(HEALTH_PATH, health, methods=["GET"])
+    proxy = server_app._llama_proxy  # the one model it loaded (create_app loads it eagerly)
+    assert proxy is not None
+    model = proxy()
+    if repeatable:
+        from_an_empty_context(model)
+        print("memstream: every completion from an empty context", file=sys.stderr, flush=True)
     if wants_cache:
-        proxy = server_app._llama_proxy  # the one model it loaded (create_app loads it eagerly)
-        assert proxy is not None
-        model = proxy()
         model.set_cache(BoundedPromptCache(cache_size, keep_logits=bool(model_settings.logits_all)))
         print(
             f"memstream: bounded prompt cache of {cache_size:,} bytes "

