@@ -136,14 +136,15 @@ def live_pipeline(context: BenchContext, kind: BrokerKind) -> LivePipeline:
 
 def local_model_available(size: str) -> str | None:
     """Why the local model `size` cannot run here, or None when it can."""
-    from memstream.runtime.local.llm import MODELS, llama_cpp_available, part_paths
+    from memstream.runtime.local.llm import llama_cpp_available
+    from memstream.runtime.local.weights import MODELS, part_paths
 
     if size == "none":
         return "--local-model none"
     if not llama_cpp_available():
         return "llama-cpp-python is not installed (memstream[local])"
     try:
-        from memstream.runtime.local.llm import _verified, default_cache_dir
+        from memstream.runtime.local.weights import _verified, default_cache_dir
 
         spec = MODELS[size]
         if not _verified(default_cache_dir() / spec.filename, spec):
@@ -158,7 +159,8 @@ def local_model(size: str, log_dir: Path) -> Iterator[LocalLLMServer]:
     """The local llama.cpp model `size` ("small"/"large") as `memstream up` starts it (prompt
     cache on), under the machine's llama lock."""
     from memstream.runtime.llm_choice import PROMPT_CACHE
-    from memstream.runtime.local.llm import MODELS, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import MODELS
 
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"   waiting for {LLAMA_LOCK} …", file=sys.stderr, flush=True)

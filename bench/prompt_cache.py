@@ -61,7 +61,8 @@ from events.memories import MEMORY_TYPES
 from handlers.extraction.registry import extractor_for
 from memstream.providers.clients import OpenAIChatModel
 from memstream.runtime.llm_choice import PROMPT_CACHE
-from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS, SERVER_MODULE, start_local_llm
+from memstream.runtime.local.llm import SERVER_MODULE, start_local_llm
+from memstream.runtime.local.weights import DEFAULT_MODEL, MODELS
 
 STOCK_SERVER = "llama_cpp.server"
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -86,7 +86,8 @@ def facts_in(answer: str) -> int | None:
 
 def run_mode(mode: str, size: str, prompts: dict[str, Any], log_dir: Path) -> dict[str, Any]:
     """Ask `ORDER` of one fresh server started with `mode`'s command line."""
-    from memstream.runtime.local.llm import MODELS, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import MODELS
 
     log_path = log_dir / f"llm-{mode}.log"
     with start_local_llm(MODELS[size], log_path=log_path, extra_args=MODES[mode]) as server:

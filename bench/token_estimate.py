@@ -45,7 +45,7 @@ def texts() -> dict[str, str]:
 def measure() -> dict[str, object]:
     import llama_cpp
 
-    from memstream.runtime.local.llm import resolve_model
+    from memstream.runtime.local.weights import resolve_model
 
     path, alias = resolve_model()
     model = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)

@@ -84,12 +84,8 @@ def load_token_counter() -> TokenCounter:
     """`QwenTokens` over the packaged small (else large) model; `WordTokens` if neither can be
     had offline."""
     try:
-        from memstream.runtime.local.llm import (
-            LARGE_MODEL,
-            SMALL_MODEL,
-            llama_cpp_available,
-            resolve_model,
-        )
+        from memstream.runtime.local.llm import llama_cpp_available
+        from memstream.runtime.local.weights import LARGE_MODEL, SMALL_MODEL, resolve_model
 
         if not llama_cpp_available():
             raise RuntimeError("llama-cpp-python is not installed")

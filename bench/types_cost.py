@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = datetime.now(UTC)
     if args.local:
-        from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS, start_local_llm
+        from memstream.runtime.local.llm import start_local_llm
+        from memstream.runtime.local.weights import DEFAULT_MODEL, MODELS
 
         spec = DEFAULT_MODEL if args.local == "large" else MODELS[args.local]
         extra = ["--cache", "true"] if args.cache else []

@@ -233,7 +233,8 @@ def run_llm(args: argparse.Namespace, cases: Sequence[Case]) -> tuple[list[Outco
 
     if args.local:
         from bench.llama_timings import llama_lock
-        from memstream.runtime.local.llm import MODELS, start_local_llm
+        from memstream.runtime.local.llm import start_local_llm
+        from memstream.runtime.local.weights import MODELS
 
         print("waiting for the model-server lock …", file=sys.stderr, flush=True)
         with llama_lock():

@@ -501,7 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rescore(args)
     selected = selected_cases(args)
     if args.local:
-        from memstream.runtime.local.llm import MODELS, start_local_llm
+        from memstream.runtime.local.llm import start_local_llm
+        from memstream.runtime.local.weights import MODELS
 
         print(f"starting the local {args.local} model …", file=sys.stderr, flush=True)
         server = start_local_llm(MODELS[args.local], startup_timeout=300.0)

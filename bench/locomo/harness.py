@@ -76,7 +76,8 @@ def local_model(size: str, log_dir: Path, *, repeatable: bool = False) -> Iterat
     cache or, when `repeatable`, every prompt evaluated whole (`llm.local_repeatable`); the
     workers' LLM environment (its endpoint and model name)."""
     from memstream.runtime.llm_choice import PROMPT_CACHE, REPEATABLE
-    from memstream.runtime.local.llm import MODELS, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import MODELS
 
     log_dir.mkdir(parents=True, exist_ok=True)
     with (

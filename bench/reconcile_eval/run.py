@@ -757,7 +757,8 @@ def run_llm(
 ) -> tuple[list[Outcome], str, str | None]:
     """Reconcile every pair against the configured or packaged LLM: (outcomes, model, url)."""
     if args.local:
-        from memstream.runtime.local.llm import MODELS, start_local_llm
+        from memstream.runtime.local.llm import start_local_llm
+        from memstream.runtime.local.weights import MODELS
 
         print("\nwaiting for the model-server lock …", file=sys.stderr, flush=True)
         with llama_lock():

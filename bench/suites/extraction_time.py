@@ -235,7 +235,8 @@ def run(context: BenchContext) -> SuiteResult:
     choice = context.options.get("local_model", "small" if context.quick else "large")
     if choice == "none":
         return SuiteResult([], {"skipped": "--local-model none"})
-    from memstream.runtime.local.llm import MODELS, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import MODELS
 
     spec = MODELS[choice]
     sessions = SESSIONS[:1] if context.quick else SESSIONS[:3]

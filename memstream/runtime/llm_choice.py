@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from memstream.config import Settings
 
 if TYPE_CHECKING:
-    from memstream.runtime.local.llm import LocalLLMServer, ModelSpec
+    from memstream.runtime.local.llm import LocalLLMServer
+    from memstream.runtime.local.weights import ModelSpec
 
 PROMPT_CACHE = ("--logits_all", "false", "--cache", "true", "--cache_size", str(384 << 20))
 """llama.cpp's prompt cache: each memory type's long system prompt is evaluated once, not once
@@ -74,7 +75,7 @@ def local_llm(settings: Settings, log_dir: Path) -> Iterator[LocalLLM]:
 
 def local_spec(settings: Settings) -> ModelSpec:
     """The packaged model `llm.local` names (`auto`: the default one)."""
-    from memstream.runtime.local.llm import DEFAULT_MODEL, MODELS
+    from memstream.runtime.local.weights import DEFAULT_MODEL, MODELS
 
     return DEFAULT_MODEL if settings.llm.local in ("auto", "off") else MODELS[settings.llm.local]
 
@@ -84,7 +85,8 @@ def start_local_model(
 ) -> LocalLLMServer:
     """Start the local server of `spec` (or of `$MEMSTREAM_LOCAL_MODEL`), saying so on stderr;
     the caller stops it (or uses it in a `with` block)."""
-    from memstream.runtime.local.llm import MODEL_ENV, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import MODEL_ENV
 
     own = os.environ.get(MODEL_ENV)
     print(f"starting the local LLM ({own or spec.alias}) …", file=sys.stderr, flush=True)

@@ -165,7 +165,8 @@ class LocalModelFollower:
             start_local_model,
             wants_local_llm,
         )
-        from memstream.runtime.local.llm import MODEL_ENV, LocalLLMServer
+        from memstream.runtime.local.llm import LocalLLMServer
+        from memstream.runtime.local.weights import MODEL_ENV
 
         if not isinstance(self.server, LocalLLMServer) or os.environ.get(MODEL_ENV):
             return  # an endpoint, or one GGUF file of the operator's: nothing to follow

