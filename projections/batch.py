@@ -48,9 +48,10 @@ from pymongo import InsertOne, UpdateMany, UpdateOne
 from events.codec import AnyEvent
 from handlers.failures import is_outage
 from projections.apply import apply_event
-from projections.deciding import ABSENT, Decider, Key, Queued, listed
+from projections.deciding import ABSENT, Decider, listed
 from projections.documents import Unsupported, condition_paths
 from projections.planning import Plan, planned
+from projections.queued import Key, Queued
 from projections.store import (
     CONSOLIDATIONS,
     DEAD_LETTERS,
