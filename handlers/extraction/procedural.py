@@ -20,22 +20,14 @@ One memory per procedure:
 * ``category`` — the kind.
 
 A conversation in which no person gives or asks for a way of doing things has no procedure
-(`asks_for_a_procedure`). A step copied from a person's message is attributed to that person
-by its words and rewritten about them ("for me" → "for John"; `_copied_messages`): small
-models copy messages, often two people's rules in one procedure, which then become one
-procedure each. Dropped after parsing: a rule in the assistant's own words, a first-person
-step that rests on no single person's message or cannot be rewritten safely, a question
-("When what is the weather?"), steps resting on nothing said in the conversation, and a
+(`asks_for_a_procedure`). Who gave a procedure is checked against the words, not taken from the
+LLM alone, and a step copied from a person's message goes to that person, rewritten about them
+("for me" → "for John"): `handlers.extraction.procedure_givers`. Dropped after parsing: a rule
+in the assistant's own words, a first-person step that rests on no single person's message or
+cannot be rewritten safely, a question ("When what is the weather?"), steps resting on nothing
+said in the conversation (an invented procedure, or the prompt's example copied), and a
 procedure for a person absent from it (the prompt example's placeholder). A trigger that
 restates the rule becomes "always" (`_trigger`).
-
-Who gave a procedure is not taken from the LLM alone. Small models credit the assistant with a
-rule it merely acknowledged ("Got it: short answers from now on"), and credit the user with
-steps the assistant wrote because the user asked. So the LLM's ``given_by`` is checked
-(`_source`): a rule credited to the assistant is a person's; steps resting mostly on a
-person's own messages are that person's, and steps resting more on the assistant's messages
-than on the person who only asked are the assistant's. Steps resting on nothing said in the
-conversation are dropped (an invented procedure, or the prompt's example copied).
 """
 
 from __future__ import annotations
@@ -48,15 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from events.memories import USER_SUBJECT, MemoryContent, MemoryType
 from events.snapshots import SnapshotPromoted
 from handlers.attribution import (
-    ASSISTANT,
     CURRENT_USER,
     Attribution,
     canonical_subject,
     rests_on,
 )
 from handlers.extraction.base import InvalidExtraction
-from handlers.extraction.drafts import in_first_person, one_line, support, validated
+from handlers.extraction.drafts import one_line, support, validated
 from handlers.extraction.json_answer import items_under
+from handlers.extraction.procedure_givers import OWN_SHARE, copied_messages, trigger_of, who_gave
 from handlers.extraction.transcript import Transcript, conversation_prompt, transcript_of
 from handlers.rendering import Language
 
@@ -193,7 +185,7 @@ def _memories_from(
     raw_trigger = one_line(draft.trigger or "")
     if any(text.endswith(("?", "\uff1f")) for text in (raw_trigger, *steps)):
         return []  # a question is not a procedure ("When what is the weather?: ask …")
-    own, copied = _copied_messages(steps, transcript)
+    own, copied = copied_messages(steps, transcript)
     found = []
     if own:
         found.append(_procedure(draft, own, kind, raw_trigger, transcript, index, speaker=None))
@@ -215,7 +207,8 @@ def _procedure(
     speaker: Attribution | None,
 ) -> MemoryContent | None:
     """One procedure of `steps`: whom it is for and who gave it from the LLM's fields checked
-    against the words (`_source`), or, for messages copied from a `speaker`, that speaker."""
+    against the words (`handlers.extraction.procedure_givers.who_gave`), or, for messages copied
+    from a `speaker`, that speaker."""
     names = transcript.names
     said = " ".join(steps)
     if not rests_on(said, [m.content for m in transcript.messages], names=names):
@@ -229,10 +222,10 @@ def _procedure(
         given_by = _who(giver, transcript, index, "given_by")
         if given_by is None or applies is None:
             return None  # a person who is not in the conversation (an example's placeholder)
-        source = _source(given_by, kind, said, transcript)
+        source = who_gave(given_by, kind, said, transcript)
     if source is None or applies is None:
         return None  # a "rule" in the assistant's own words: an acknowledgement, not a rule
-    trigger = _trigger(_trigger_of(raw_trigger, source, transcript), said, names)
+    trigger = _trigger(trigger_of(raw_trigger, source, transcript), said, names)
     if source.kind == "assistant" and kind == "rule":  # the assistant sets no rules: it tells how
         kind = "workflow" if len(steps) > 1 else "instruction"
     if applies.kind == "assistant":  # the assistant follows it *for* someone
@@ -250,71 +243,6 @@ def _procedure(
             "given_by": source.subject,
         },
     )
-
-
-def _copied_messages(
-    steps: list[str], transcript: Transcript
-) -> tuple[list[str], list[tuple[Attribution, list[str]]]]:
-    """The steps in the LLM's own words, and the steps copied from a person's message, grouped
-    by that person and rewritten in the third person.
-
-    Small models copy people's messages as steps ("When you schedule meetings for me, never
-    book anything before 10am."), often two people's rules in one procedure. A copy is
-    attributed by its words, not by the LLM: to the person whose own messages hold at least
-    `OWN_SHARE` of it (best first), and rewritten about them (`_about`): "for me" → "for
-    John", "我的话" → "用户的话". A first-person step that rests on no single person's
-    messages, or that cannot be rewritten safely ("I", "we", "我们" left), is dropped.
-    """
-    names = transcript.names
-    people = _people(transcript)
-    own: list[str] = []
-    copied: dict[str, tuple[Attribution, list[str]]] = {}
-    for step in steps:
-        if not in_first_person(step):
-            own.append(step)
-            continue
-        shares = [(support(step, transcript.said_by(p), names=names) or 0.0, p) for p in people]
-        share, person = max(shares, key=lambda pair: pair[0])
-        rewritten = _about(step, person) if share >= OWN_SHARE else None
-        if rewritten is not None:
-            copied.setdefault(person.subject, (person, []))[1].append(rewritten)
-    return own, list(copied.values())
-
-
-_OBJECT_PRONOUNS = re.compile(r"\b(me|my|mine|myself)\b", re.IGNORECASE)
-
-
-def _about(text: str, person: Attribution) -> str | None:
-    """A copied message rewritten about its speaker, or None when that cannot be done safely.
-
-    Only forms without verb agreement are replaced: "me", "my", "mine", "myself" (English) and
-    我 (Chinese, not 我们); a text still in the first person afterwards ("I", "we") is None.
-    """
-    english = "the user" if person.kind == "current_user" else person.subject
-    chinese = "用户" if person.kind == "current_user" else person.subject
-
-    def replace(match: re.Match[str]) -> str:
-        word = match.group(1).casefold()
-        name = f"{english}'s" if word in ("my", "mine") else english
-        return name[0].upper() + name[1:] if match.start() == 0 else name
-
-    rewritten = _CHINESE_I.sub(chinese, _OBJECT_PRONOUNS.sub(replace, text))
-    return None if in_first_person(rewritten) else rewritten
-
-
-_CHINESE_I = re.compile(r"我(?!们)")
-
-
-def _trigger_of(raw: str, source: Attribution, transcript: Transcript) -> str:
-    """The trigger; one copied in the first person from the message of the person who gave the
-    procedure is rewritten about them, any other first-person trigger means "always"."""
-    if not in_first_person(raw):
-        return raw
-    if source.kind != "assistant":
-        share = support(raw, transcript.said_by(source), names=transcript.names)
-        if share is not None and share >= OWN_SHARE:
-            return _about(raw, source) or "always"
-    return "always"
 
 
 def _steps(raw: list[str], index: int) -> list[str]:
@@ -378,55 +306,6 @@ def _who(raw: str, transcript: Transcript, index: int, field: str) -> Attributio
     if who.kind == "third_party" and who.subject.casefold() not in transcript.text.casefold():
         return None
     return who
-
-
-OWN_SHARE = 0.5
-"""How much of a workflow's steps must rest on a person's own messages for it to be theirs
-when the assistant's messages support it too: half, more than the quarter that grounds a fact,
-because a person's question shares the task's words with the assistant's answer ("How do I
-export the monthly sales report?" holds 4 of the 10 terms of the assistant's four steps), while
-steps a person really gave are mostly their own words."""
-
-
-def _source(
-    given_by: Attribution, kind: str, steps: str, transcript: Transcript
-) -> Attribution | None:
-    """Who gave the procedure, checked against the words of the steps (module docstring).
-
-    * Steps of which at least `OWN_SHARE` rests on one person's own messages are that
-      person's (the best supported), whoever the LLM credited: the assistant only restated
-      them, or the LLM credited the wrong person.
-    * Otherwise, a standing ``rule`` credited to the assistant is no procedure at all (None):
-      the assistant does not set rules for itself, and these are its own replies
-      ("Understood!", "Home-grown tomatoes are the best"); when the words cannot tell (another
-      script), it is the current user's. A workflow or instruction credited to the assistant
-      is the assistant's.
-    * Steps credited to a person that rest more on the assistant's messages than on that
-      person's are the assistant's (the person only asked; small models then often call the
-      assistant's answer a "rule", which becomes a workflow or an instruction).
-    """
-    names = transcript.names
-    shares = [(support(steps, transcript.said_by(p), names=names), p) for p in _people(transcript)]
-    best_share, best = max(shares, key=lambda pair: pair[0] or 0.0)
-    if best_share is not None and best_share >= OWN_SHARE:
-        return best
-    if given_by.kind == "assistant":
-        if kind == "rule":
-            return CURRENT_USER if best_share is None else None
-        return ASSISTANT
-    own = support(steps, transcript.said_by(given_by), names=names)
-    assistant = support(steps, transcript.said_by(ASSISTANT), names=names)
-    if own is not None and assistant is not None and assistant > own:
-        return ASSISTANT
-    return given_by
-
-
-def _people(transcript: Transcript) -> list[Attribution]:
-    """The people who spoke: the current user first, then the named speakers."""
-    return [CURRENT_USER] + [
-        Attribution(subject=name, owner="user", kind="third_party")
-        for name in sorted(transcript.speaker_names)
-    ]
 
 
 _ALWAYS = frozenset(
