@@ -48,9 +48,9 @@ With ``--logits_all true`` (logprobs) the logits are kept, and counted.
 greedy answer (temperature 0) of llama.cpp depends on how its prompt was evaluated, not only on
 the prompt: llama-cpp-python keeps the last request's evaluated tokens and evaluates only what a
 new prompt adds to the prefix they share, and the logits of a token evaluated in another batch
-differ in their last bits -- enough for a 1.5B model to answer the same extraction prompt with 20
-facts cut at the token limit when asked first, 8 after another snapshot's prompt and 7 after
-itself (BENCHMARKS.md, "Repeatable answers"). So the answer to a request depends on the request
+differ in their last bits -- enough for the 1.5B model to answer one extraction prompt with a
+list cut at the token limit when asked first, 8 facts after another snapshot's prompt and 7
+right after itself (BENCHMARKS.md, "Repeatable answers"). So the answer to a request depends on the request
 before it, and in a pipeline whose stages call one server the order of requests varies from run
 to run. With ``--repeatable`` every completion starts from an empty context and evaluates its
 whole prompt from the first token, in the same batches each time: the same request gets the
