@@ -44,18 +44,18 @@ What this cache does instead (`BoundedPromptCache`):
 
 With ``--logits_all true`` (logprobs) the logits are kept, and counted.
 
-**Repeatable answers** (``--repeatable``, this module's own flag; no prompt cache then). A
-greedy answer (temperature 0) of llama.cpp depends on how its prompt was evaluated, not only on
-the prompt: llama-cpp-python keeps the last request's evaluated tokens and evaluates only what a
-new prompt adds to the prefix they share, and the logits of a token evaluated in another batch
-differ in their last bits -- enough for the 1.5B model to answer one extraction prompt with a
-list cut at the token limit when asked first, 8 facts after another snapshot's prompt and 7
-right after itself (BENCHMARKS.md, "Repeatable answers"). So the answer to a request depends on the request
-before it, and in a pipeline whose stages call one server the order of requests varies from run
-to run. With ``--repeatable`` every completion starts from an empty context and evaluates its
-whole prompt from the first token, in the same batches each time: the same request gets the
-same answer whatever came before, at the price of evaluating the shared system prompt again
-each time. For benchmarks that compare runs; serving is faster without it.
+**Repeatable answers** (``--repeatable``, this module's own flag; no prompt cache then). A greedy
+answer (temperature 0) of llama.cpp depends on how its prompt was evaluated, not only on the prompt:
+llama-cpp-python keeps the last request's evaluated tokens and evaluates only what a new prompt adds
+to the prefix they share, and the logits of a token evaluated in another batch differ in their last
+bits -- enough for the 1.5B model to answer one extraction prompt with a list cut at the token limit
+when asked first, 8 facts after another snapshot's prompt and 7 right after itself (BENCHMARKS.md,
+"Repeatable answers"). So the answer to a request depends on the request before it, and in a
+pipeline whose stages call one server the order of requests varies from run to run. With
+``--repeatable`` every completion starts from an empty context and evaluates its whole prompt from
+the first token, in the same batches each time: the same request gets the same answer whatever came
+before, at the price of evaluating the shared system prompt again each time. For benchmarks that
+compare runs; serving is faster without it.
 """
 
 from __future__ import annotations
