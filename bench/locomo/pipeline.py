@@ -3,8 +3,9 @@
 Each conversation is one memstream user (`user_id` = the run's prefix + the sample id), each
 LoCoMo session one `session_id`. Speakers follow the multi-speaker rules (docs/architecture.md,
 "Speakers"): `speaker_a` is the current user (`role=user` with their name), `speaker_b` another
-human (`role=assistant` with their name). Every turn is recorded with the session's date as its
-`occurred_at`, then the session is flushed by a client whose clock reads the session's date, so
+human (`role=assistant` with their name). Every turn is recorded with the session's date and
+time as its `occurred_at`, each a millisecond after the one before (`turn_time`: the same order
+on every run), then the session is flushed by a client whose clock reads the session's date, so
 the snapshot — and every memory extracted from it — carries the date the conversation took
 place (a backfill, as the SDK allows; the turns' `recorded_at` stays the wall clock, so the
 window's idle timer is not fooled). With a window larger than a session (the suite sets it),
@@ -22,7 +23,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pymongo import MongoClient
@@ -72,6 +73,18 @@ class SessionClock:
         return self.now
 
 
+TURN_SPACING = timedelta(milliseconds=1)
+"""How far apart a session's turns are recorded: its date and time, then one turn after another."""
+
+
+def turn_time(session: Session, index: int) -> datetime:
+    """When the session's `index`-th turn is recorded as said. LoCoMo dates a session, not its
+    turns; turns a millisecond apart keep the session's day and their order, so that turns of
+    equal relevance are read in the same order on every run (`handlers.recall`: the later
+    first), not by their random event ids."""
+    return session.at + index * TURN_SPACING
+
+
 async def feed(settings: Settings, sample: Sample, user_id: str) -> int:
     """Record every session of `sample` as turns and flush it; the number of turns recorded."""
     clock = SessionClock()
@@ -82,9 +95,10 @@ async def feed(settings: Settings, sample: Sample, user_id: str) -> int:
             if not messages:
                 continue
             sid = session_id(sample, session)
-            await client.record(user_id, sid, messages, occurred_at=session.at)
+            for index, message in enumerate(messages):
+                await client.record(user_id, sid, [message], occurred_at=turn_time(session, index))
             recorded += len(messages)
-            clock.now = session.at
+            clock.now = turn_time(session, len(messages))
             await flusher.flush(user_id, sid)
     return recorded
 

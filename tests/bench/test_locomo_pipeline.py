@@ -15,7 +15,7 @@ from bench.locomo.answering import CountingChat, Endpoint
 from bench.locomo.dataset import SYNTHETIC, load
 from bench.locomo.evaluate import Options, evaluate, public_report
 from bench.locomo.harness import pipeline_on
-from bench.locomo.pipeline import PAST_ONLY_MESSAGES, ContextMode, retrieve
+from bench.locomo.pipeline import PAST_ONLY_MESSAGES, ContextMode, retrieve, turn_time
 from bench.locomo.scripted import script
 from handlers.recall import PAST_MESSAGES
 from memstream.config import load_settings
@@ -158,3 +158,11 @@ def test_each_way_asks_build_context_for_its_memories_and_past_messages(
     client = _ContextRecorder()
     asyncio.run(retrieve(client, "jon", "Job?", mode=mode, top_k=20, max_chars=2_400))  # type: ignore[arg-type]
     assert client.asked == [{"max_chars": 2_400, "per_type": per_type, "past_messages": past}]
+
+
+def test_a_sessions_turns_are_recorded_a_millisecond_apart_on_its_day() -> None:
+    session = load(SYNTHETIC)[0].sessions[0]
+    times = [turn_time(session, index) for index in range(len(session.turns))]
+    assert times[0] == session.at
+    assert times == sorted(set(times))
+    assert {time.date() for time in times} == {session.at.date()}
