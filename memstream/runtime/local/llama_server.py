@@ -63,7 +63,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,18 +128,16 @@ def from_an_empty_context(model: Llama) -> None:
     """Make every chat and text completion of `model` start from an empty context, so its
     whole prompt is evaluated from the first token each time (see the module docstring). The
     server runs one completion at a time (its model lock), so nothing runs in between."""
-    chat, text = model.create_chat_completion, model.create_completion
 
-    def chat_from_empty(*args: Any, **kwargs: Any) -> Any:
-        model.reset()  # type: ignore[no-untyped-call]
-        return chat(*args, **kwargs)
+    def after_a_reset(complete: Callable[..., Any]) -> Callable[..., Any]:
+        def from_empty(*args: Any, **kwargs: Any) -> Any:
+            model.reset()  # type: ignore[no-untyped-call]
+            return complete(*args, **kwargs)
 
-    def text_from_empty(*args: Any, **kwargs: Any) -> Any:
-        model.reset()  # type: ignore[no-untyped-call]
-        return text(*args, **kwargs)
+        return from_empty
 
-    model.create_chat_completion = chat_from_empty  # type: ignore[method-assign]
-    model.create_completion = text_from_empty  # type: ignore[method-assign]
+    model.create_chat_completion = after_a_reset(model.create_chat_completion)  # type: ignore[method-assign]
+    model.create_completion = after_a_reset(model.create_completion)  # type: ignore[method-assign]
 
 
 def _parse(argv: Sequence[str] | None) -> tuple[Any, Any, bool]:
